@@ -1,0 +1,28 @@
+# Set-up and the two everyday commands. Every target installs what it needs first.
+PYTHON ?= python3
+STAMP := .installed
+
+.PHONY: install demo test lint bench
+
+# torch first and pinned: a loose or implicit torch spec can pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m pip install -q torch==2.13.0
+	$(PYTHON) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The main job on embedded defaults: local loopback Ray, packaged all-MiniLM-L6-v2,
+# the bundled 1,000-sentence Brown sample -> out/embeddings.
+demo: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PYTHON) jobs/embed.py
+
+test: $(STAMP)
+	$(PYTHON) -m pytest -q
+
+lint: $(STAMP)
+	$(PYTHON) -m ruff check sentray jobs tests bench
+
+bench: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PYTHON) bench/bench_pooling.py
+	HF_HUB_OFFLINE=1 $(PYTHON) bench/bench_embed.py

@@ -1,0 +1,70 @@
+"""Score an encoder on the 7 STS tasks (SentEval protocol), optionally choosing the Ditto head.
+
+    python jobs/evaluate.py --model all-MiniLM-L6-v2 --pooling mean --data-dir ../shared/data
+    python jobs/evaluate.py --pooling ditto --search-head --data-dir ../shared/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from sentray import sts
+from sentray.cli import add_encoder_args, encoder_config_from_args, setup_logging
+from sentray.encoder import SentenceEncoder
+
+logger = logging.getLogger("sentray.evaluate")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_encoder_args(parser)
+    parser.add_argument("--tasks", default="all",
+                        help=f"comma-separated, from {', '.join(sts.TASKS)} (default: all)")
+    parser.add_argument("--data-dir", default=None,
+                        help=f"SentEval data/downstream folder (default: ${sts.DATA_DIR_ENV})")
+    parser.add_argument("--out", default="out/evaluate",
+                        help="folder for results.json (and the head grid) (default: %(default)s)")
+    parser.add_argument("--search-head", action="store_true",
+                        help="score every layer-head on STS-B dev, keep the best, then evaluate")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    args = parse_args(argv)
+    setup_logging(args.verbose)
+    tasks = sts.parse_tasks(args.tasks)
+    sts.resolve_data_dir(args.data_dir)  # fail before loading any model
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    extra: dict = {}
+    if args.search_head:
+        # The search reads every head; the placeholder head only lets the config validate.
+        search_config = encoder_config_from_args(args, head=args.head or "0-0")
+        grid = sts.search_head(SentenceEncoder(search_config), args.data_dir)
+        args.head = sts.best_head(grid)
+        (out / "head_grid.json").write_text(json.dumps({
+            "model": args.model, "pooling": search_config.pooling, "split": "STSBenchmark dev",
+            "best_head": args.head, "best_spearman": float(grid.max()),
+            "grid": [[round(float(v), 4) for v in row] for row in grid]}, indent=1))
+        sts.save_head_heatmap(grid, out / "head_grid.png",
+                              f"{args.model} {search_config.pooling}: STS-B dev, best {args.head}")
+        logger.info("best head on STS-B dev: %s (%.2f); grid in %s", args.head, grid.max(),
+                    out / "head_grid.png")
+        extra = {"head": args.head, "dev_spearman": float(grid.max())}
+    config = encoder_config_from_args(args)
+    results = sts.evaluate(SentenceEncoder(config), tasks, args.data_dir, args.batch_size)
+    label = f"{config.model} {config.pooling}" + (f" {config.head}" if config.head else "")
+    print(sts.markdown_table(results, label))
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "config.json").write_text(json.dumps({**vars(args), **extra}, indent=1))
+    logger.info("wrote %s", out / "results.json")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Command-line pieces shared by the jobs: logging setup and the encoder flags."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from sentray.encoder import EncoderConfig
+from sentray.models import DEFAULT_MODEL
+from sentray.pooling import ALIASES, POOLINGS
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """Configure logging for a job process (never at import time: it would run on workers)."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+
+
+def add_encoder_args(parser: argparse.ArgumentParser, *, batch_size: int = 64) -> None:
+    group = parser.add_argument_group("encoder")
+    group.add_argument("--model", default=DEFAULT_MODEL,
+                       help="Hugging Face id, local model directory, or packaged short name "
+                            "(default: %(default)s, packaged, works offline)")
+    group.add_argument("--pooling", default="mean",
+                       choices=sorted(POOLINGS) + sorted(ALIASES), metavar="POOLING",
+                       help="one of: " + ", ".join(f"{k} ({v})" for k, v in POOLINGS.items())
+                            + f"; aliases {ALIASES} (default: %(default)s)")
+    group.add_argument("--head", default=None,
+                       help="Ditto head as L-H (0-based layer, head); default: the model's known "
+                            "head (bert-base-uncased 0-9, roberta-base 0-4, ...)")
+    group.add_argument("--max-length", type=int, default=None,
+                       help="truncate to this many tokens (default: the model's own limit)")
+    group.add_argument("--batch-size", type=int, default=batch_size,
+                       help="sentences per forward pass (default: %(default)s)")
+    group.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: auto)")
+    group.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"],
+                       help="autocast dtype on GPU (default: %(default)s)")
+    group.add_argument("--ditto-impl", default="auto", choices=["auto", "fast", "eager"],
+                       help="fast: one head recomputed on SDPA (BERT family); eager: attention "
+                            "maps (default: %(default)s)")
+
+
+def encoder_config_from_args(args: argparse.Namespace, **overrides) -> EncoderConfig:
+    fields = dict(model=args.model, pooling=args.pooling, head=args.head,
+                  max_length=args.max_length, batch_size=args.batch_size, device=args.device,
+                  precision=args.precision, ditto_impl=args.ditto_impl)
+    fields.update(overrides)
+    try:
+        return EncoderConfig(**fields)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from exc

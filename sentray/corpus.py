@@ -1,0 +1,303 @@
+"""Reading sentence corpora (text files, one sentence per line, or Parquet) into Ray Data with
+an exact account of every row.
+
+Each input file is a *source*. Every row it holds comes out as exactly one record with its
+source, its 0-based row number and the source's row count, so that downstream steps can prove
+that nothing was dropped. A line that is not valid UTF-8 is not an error: it comes out with a
+null text and `read_error = "invalid_utf8"`. A file that cannot be read at all (corrupt Parquet,
+missing text column) stops the job before it starts, naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import posixpath
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sentray import storage
+
+logger = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = (".txt", ".text")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+INVALID_UTF8 = "invalid_utf8"
+Format = Literal["auto", "parquet", "text"]
+
+# Columns of every block the reader emits (id's type follows the id column when one is given).
+RECORD_COLUMNS = ("id", "text", "read_error", "source", "row", "source_rows")
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """Where the sentences are and how to read them."""
+
+    input: str  # file or folder, local or s3://; comma-separated for several
+    text_column: str = "text"  # Parquet column holding the text
+    id_column: str | None = None  # Parquet column holding ids; default: "<file>:<row>"
+    format: Format = "auto"  # by file suffix: .parquet/.pq, .txt/.text
+    s3_endpoint: str | None = None  # S3-compatible endpoint (default: $AWS_ENDPOINT_URL)
+    rows_per_read_task: int = 200_000  # Parquet row groups are grouped up to about this many rows
+
+    def __post_init__(self) -> None:
+        if not self.input:
+            raise ValueError("no input given")
+        if self.format not in ("auto", "parquet", "text"):
+            raise ValueError(f"format must be auto, parquet or text, got {self.format!r}")
+        if not self.text_column:
+            raise ValueError("text_column is empty")
+        if self.rows_per_read_task < 1:
+            raise ValueError(f"rows_per_read_task must be >= 1, got {self.rows_per_read_task}")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input file."""
+
+    uri: str  # as shown to users
+    path: str  # as its filesystem reads it
+    filesystem: object = field(repr=False, compare=False)
+    name: str = ""  # relative name used in default ids
+    format: str = "text"
+    num_rows: int | None = None  # known up front for Parquet
+    row_groups: tuple[int, ...] = ()  # Parquet: rows per row group
+
+    @property
+    def key(self) -> str:
+        """A folder name for this source's output: its file name, made unique by a hash of its
+        full path (the same file gets the same key whether listed alone or in a folder)."""
+        digest = hashlib.sha1(self.uri.encode()).hexdigest()[:10]
+        base = posixpath.basename(self.uri)
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", base)[-80:].lstrip("._") or "source"
+        return f"{stem}-{digest}"
+
+
+def _format_of(path: str, forced: Format) -> str | None:
+    if forced != "auto":
+        return forced
+    lower = path.lower()
+    if lower.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if lower.endswith(TEXT_SUFFIXES):
+        return "text"
+    return None
+
+
+def _check_parquet(source: Source, config: CorpusConfig) -> Source:
+    try:
+        with source.filesystem.open_input_file(source.path) as handle:
+            metadata = pq.ParquetFile(handle).metadata
+            schema = metadata.schema.to_arrow_schema()
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
+        raise ValueError(f"{source.uri} is not a readable Parquet file: {exc}") from exc
+    for column in filter(None, (config.text_column, config.id_column)):
+        if column not in schema.names:
+            raise ValueError(f"{source.uri} has no column {column!r}; its columns are "
+                             f"{schema.names} (choose with --text-column / --id-column)")
+    text_type = schema.field(config.text_column).type
+    if pa.types.is_dictionary(text_type):
+        text_type = text_type.value_type
+    if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)
+            or pa.types.is_binary(text_type) or pa.types.is_large_binary(text_type)
+            or pa.types.is_null(text_type)):
+        raise ValueError(f"{source.uri}: text column {config.text_column!r} has type "
+                         f"{text_type}, expected a string column")
+    row_groups = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+    return Source(source.uri, source.path, source.filesystem, source.name, "parquet",
+                  metadata.num_rows, row_groups)
+
+
+def _is_empty_text(source: Source, size: int | None) -> bool:
+    if size is None or size > 3:  # 3: a lone UTF-8 byte-order mark
+        return False
+    with source.filesystem.open_input_stream(source.path) as handle:
+        return not decode_lines(handle.read())[0]
+
+
+def discover_sources(config: CorpusConfig, exclude: str | None = None) -> list[Source]:
+    """Every input file, validated (readable, has the columns), in a stable order. Files below
+    `exclude` (the job's output folder) are never inputs."""
+    excluded = storage.locate(exclude, config.s3_endpoint) if exclude else None
+    sources: list[Source] = []
+    for uri in (u.strip() for u in config.input.split(",") if u.strip()):
+        location = storage.locate(uri, config.s3_endpoint)
+        suffixes = TEXT_SUFFIXES + PARQUET_SUFFIXES if config.format == "auto" else (
+            PARQUET_SUFFIXES if config.format == "parquet" else TEXT_SUFFIXES)
+        files = storage.list_files(location, suffixes, exclude=excluded)
+        if not files:
+            raise FileNotFoundError(f"no input files ({', '.join(suffixes)}) under {uri}")
+        single_file = [f.path for f in files] == [location.path]
+        for path, size in ((f.path, f.size) for f in files):
+            fmt = _format_of(path, config.format)
+            if fmt is None:
+                raise ValueError(f"cannot tell the format of {path!r} from its suffix; pass "
+                                 f"--format parquet or --format text")
+            relative = posixpath.basename(path) if single_file else posixpath.relpath(
+                path, location.path)
+            file_uri = ("s3://" + path) if location.is_s3 else path
+            source = Source(file_uri, path, location.filesystem, relative, fmt)
+            if fmt == "parquet":
+                source = _check_parquet(source, config)
+            elif config.id_column:
+                raise ValueError(f"--id-column applies to Parquet input, but {file_uri} is a text "
+                                 "file (its ids are <file>:<row>)")
+            elif _is_empty_text(source, size):
+                source = Source(file_uri, path, location.filesystem, relative, fmt, num_rows=0)
+            sources.append(source)
+    keys = [s.key for s in sources]
+    if len(set(keys)) != len(keys):
+        raise ValueError("the same input file is listed twice")
+    return sources
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def decode_lines(data: bytes) -> tuple[list[str | None], list[str | None]]:
+    """Split a text file's bytes into lines on "\\n" only (a trailing newline ends the last line,
+    "\\r\\n" is accepted) and decode each as UTF-8. Returns (texts, read_errors): an undecodable
+    line is None with the error INVALID_UTF8."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    texts: list[str | None] = []
+    errors: list[str | None] = []
+    for raw in raw_lines:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        try:
+            texts.append(raw.decode("utf-8"))
+            errors.append(None)
+        except UnicodeDecodeError:
+            texts.append(None)
+            errors.append(INVALID_UTF8)
+    return texts, errors
+
+
+def _records(source: Source, first_row: int, texts: pa.Array, errors: pa.Array,
+             ids: pa.Array | None, total: int) -> pa.Table:
+    n = len(texts)
+    rows = pa.array(range(first_row, first_row + n), type=pa.int64())
+    if ids is None:
+        ids = pa.array([f"{source.name}:{r}" for r in range(first_row, first_row + n)],
+                       type=pa.string())
+    return pa.table({
+        "id": ids,
+        "text": texts,
+        "read_error": errors,
+        "source": pa.array([source.key] * n, type=pa.string()),
+        "row": rows,
+        "source_rows": pa.array([total] * n, type=pa.int64()),
+    })
+
+
+def _text_column(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
+    """A Parquet text column as (string texts, read errors); binary values are decoded."""
+    column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return column.cast(pa.string()), pa.nulls(len(column), pa.string())
+    if pa.types.is_null(column.type):
+        return pa.nulls(len(column), pa.string()), pa.nulls(len(column), pa.string())
+    texts, errors = [], []
+    for value in column.to_pylist():
+        if value is None:
+            texts.append(None)
+            errors.append(None)
+            continue
+        try:
+            texts.append(value.decode("utf-8"))
+            errors.append(None)
+        except UnicodeDecodeError:
+            texts.append(None)
+            errors.append(INVALID_UTF8)
+    return pa.array(texts, pa.string()), pa.array(errors, pa.string())
+
+
+def read_text_source(source: Source, lines_per_block: int = 50_000) -> Iterator[pa.Table]:
+    with source.filesystem.open_input_stream(source.path) as handle:
+        data = handle.read()
+    texts, errors = decode_lines(data)
+    total = len(texts)
+    for start in range(0, total, lines_per_block):
+        stop = min(start + lines_per_block, total)
+        yield _records(source, start, pa.array(texts[start:stop], pa.string()),
+                       pa.array(errors[start:stop], pa.string()), None, total)
+
+
+def read_parquet_source(source: Source, row_groups: list[int], first_row: int,
+                        config: CorpusConfig) -> Iterator[pa.Table]:
+    columns = [config.text_column] + ([config.id_column] if config.id_column else [])
+    with source.filesystem.open_input_file(source.path) as handle:
+        parquet = pq.ParquetFile(handle)
+        row = first_row
+        for group in row_groups:
+            table = parquet.read_row_group(group, columns=columns)
+            texts, errors = _text_column(table.column(config.text_column))
+            ids = table.column(config.id_column).combine_chunks() if config.id_column else None
+            yield _records(source, row, texts, errors, ids, source.num_rows)
+            row += table.num_rows
+
+
+def read_tasks(sources: list[Source], config: CorpusConfig) -> list[tuple[Source, list[int], int]]:
+    """(source, row groups, first row) per read task: Parquet row groups grouped up to
+    rows_per_read_task rows, a text file whole."""
+    tasks = []
+    for source in sources:
+        if source.format == "text":
+            tasks.append((source, [], 0))
+            continue
+        group: list[int] = []
+        group_rows = first = row = 0
+        for index, rows in enumerate(source.row_groups):
+            if group and group_rows + rows > config.rows_per_read_task:
+                tasks.append((source, group, first))
+                group, group_rows, first = [], 0, row
+            group.append(index)
+            group_rows += rows
+            row += rows
+        if group:
+            tasks.append((source, group, first))
+    return tasks
+
+
+def corpus_datasource(sources: list[Source], config: CorpusConfig):
+    """A Ray Data datasource over `sources` (build with `ray.data.read_datasource`)."""
+    from ray.data.block import BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+
+    planned = read_tasks(sources, config)
+
+    def make_read_fn(source: Source, row_groups: list[int], first_row: int):
+        if source.format == "text":
+            return lambda: read_text_source(source)
+        return lambda: read_parquet_source(source, row_groups, first_row, config)
+
+    class CorpusDatasource(Datasource):
+        def estimate_inmemory_data_size(self) -> int | None:
+            return None
+
+        def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
+                           data_context=None) -> list[ReadTask]:
+            tasks = []
+            for source, row_groups, first_row in planned:
+                rows = (sum(source.row_groups[g] for g in row_groups)
+                        if source.format == "parquet" else None)
+                metadata = BlockMetadata(num_rows=rows, size_bytes=None,
+                                         input_files=[source.uri], exec_stats=None)
+                tasks.append(ReadTask(make_read_fn(source, row_groups, first_row), metadata))
+            return tasks
+
+        def get_name(self) -> str:
+            return "Corpus"
+
+    return CorpusDatasource()

@@ -1,0 +1,332 @@
+"""Bulk embedding on Ray Data: corpus -> map_batches(EmbedBatch) on an actor pool -> Parquet.
+
+Output layout (OUTPUT is a folder, local or s3://):
+
+    OUTPUT/<source key>/part-<first row>-<end row>-of-<source rows>.parquet
+    OUTPUT/_summary.json
+
+Each part holds a run of consecutive rows of one input file, so a file is done exactly when its
+parts tile [0, rows). That is what makes a rerun resume: complete files are skipped, the parts
+of incomplete ones are deleted and redone. Every input row comes out once, with `status`:
+
+    ok | truncated (embedded from its first max_length tokens) | null | empty | invalid_utf8
+
+and a null embedding for all but ok/truncated. Columns: id, embedding (fixed_size_list<float32>),
+status, source, row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import re
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from sentray import storage
+from sentray.corpus import CorpusConfig, Source, corpus_datasource, discover_sources
+from sentray.encoder import EncoderConfig, SentenceEncoder
+
+logger = logging.getLogger(__name__)
+
+STATUSES = ("ok", "truncated", "null", "empty", "invalid_utf8")
+EMBEDDED = ("ok", "truncated")
+PART_NAME = re.compile(r"^part-(\d+)-(\d+)-of-(\d+)\.parquet$")
+SUMMARY_FILE = "_summary.json"
+
+
+@dataclass(frozen=True)
+class EmbedConfig:
+    """The bulk embedding job. Resources come from here, never from code."""
+
+    corpus: CorpusConfig
+    output: str
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    actors: int = 1  # size of the embedding actor pool
+    num_gpus: float = 0.0  # GPUs per actor (0: CPU)
+    cpus_per_actor: float = 1.0  # CPUs per actor (torch threads follow it)
+    rows_per_batch: int = 2048  # rows per map_batches call, sorted by length inside
+    address: str | None = None  # Ray address; None: $RAY_ADDRESS, else a local loopback cluster
+    num_cpus: int | None = None  # logical CPUs of a local cluster (default: cores)
+
+    def __post_init__(self) -> None:
+        if not self.output:
+            raise ValueError("no output given")
+        if self.actors < 1:
+            raise ValueError(f"actors must be >= 1, got {self.actors}")
+        if self.num_gpus < 0 or self.cpus_per_actor <= 0:
+            raise ValueError("num_gpus must be >= 0 and cpus_per_actor > 0")
+        if self.rows_per_batch < 1:
+            raise ValueError(f"rows_per_batch must be >= 1, got {self.rows_per_batch}")
+        if self.num_gpus > 0 and self.encoder.device == "cpu":
+            raise ValueError("num_gpus > 0 but the encoder device is cpu")
+
+
+def embedding_type(dimension: int) -> pa.DataType:
+    return pa.list_(pa.float32(), dimension)
+
+
+class EmbedBatch:
+    """Ray Data callable class: loads the encoder once per actor, embeds one batch of records.
+
+    Takes the reader's records (id, text, read_error, source, row, source_rows) as a pyarrow
+    Table and returns them with `embedding` and `status` instead of text and read_error.
+    """
+
+    def __init__(self, encoder_config: EncoderConfig) -> None:
+        self.encoder = SentenceEncoder(encoder_config)
+        self.special_tokens = self.encoder.tokenizer.num_special_tokens_to_add(pair=False)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        texts = batch.column("text").to_pylist()
+        read_errors = batch.column("read_error").to_pylist()
+        status = np.empty(len(texts), dtype=object)
+        candidates = []
+        for i, (text, error) in enumerate(zip(texts, read_errors, strict=True)):
+            if error is not None:
+                status[i] = error
+            elif text is None:
+                status[i] = "null"
+            elif not text.strip():
+                status[i] = "empty"
+            else:
+                candidates.append(i)
+        vectors = np.zeros((len(texts), self.encoder.dimension), dtype=np.float32)
+        if candidates:
+            token_ids = self.encoder.tokenize([texts[i] for i in candidates])
+            keep = []
+            for i, ids in zip(candidates, token_ids, strict=True):
+                if len(ids) <= self.special_tokens:  # nothing but control characters etc.
+                    status[i] = "empty"
+                    continue
+                status[i] = "truncated" if len(ids) >= self.encoder.max_length and len(
+                    self.encoder.tokenizer.encode(texts[i], add_special_tokens=True)
+                ) > self.encoder.max_length else "ok"
+                keep.append((i, ids))
+            if keep:
+                import torch
+
+                positions = np.array([i for i, _ in keep])
+                kept_ids = [ids for _, ids in keep]
+                with torch.inference_mode():
+                    for tokens in self.encoder.length_sorted_batches(kept_ids):
+                        embedded = self.encoder.embed_tokens(tokens.input_ids,
+                                                             tokens.attention_mask)
+                        vectors[positions[tokens.positions]] = embedded.float().cpu().numpy()
+        embedded_mask = np.isin(status, EMBEDDED)
+        dimension = self.encoder.dimension
+        embeddings = pa.FixedSizeListArray.from_arrays(
+            pa.array(vectors.reshape(-1)), dimension, mask=pa.array(~embedded_mask))
+        return pa.table({
+            "id": batch.column("id"),
+            "embedding": embeddings,
+            "status": pa.array(status.tolist(), pa.string()),
+            "source": batch.column("source"),
+            "row": batch.column("row"),
+            "source_rows": batch.column("source_rows"),
+        })
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def part_name(first_row: int, end_row: int, total: int) -> str:
+    return f"part-{first_row:012d}-{end_row:012d}-of-{total:012d}.parquet"
+
+
+def write_part(output: storage.Location, source_key: str, table: pa.Table) -> None:
+    """Write one run of consecutive rows of one source, atomically (a reader never sees half a
+    part: local files are renamed into place, S3 objects appear whole on close)."""
+    rows = table.column("row")
+    first, end = rows[0].as_py(), rows[-1].as_py() + 1
+    total = table.column("source_rows")[0].as_py()
+    assert end - first == table.num_rows, "a part must be a run of consecutive rows"
+    folder = output.join(source_key)
+    final = posixpath.join(folder.path, part_name(first, end, total))
+    output.filesystem.create_dir(folder.path, recursive=True)
+    table = table.drop_columns(["source_rows"])
+    if output.is_s3:
+        pq.write_table(table, final, filesystem=output.filesystem)
+        return
+    temporary = posixpath.join(folder.path, f".tmp-{uuid.uuid4().hex}")
+    pq.write_table(table, temporary, filesystem=output.filesystem)
+    output.filesystem.move(temporary, final)
+
+
+def consecutive_runs(rows: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) index ranges of `rows` (sorted) where each row is the previous + 1."""
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    bounds = [0, *breaks.tolist(), len(rows)]
+    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+def make_sink(output: storage.Location):
+    from ray.data import Datasink
+
+    class PartSink(Datasink):
+        """Writes each block as per-source runs of consecutive rows."""
+
+        def write(self, blocks, ctx) -> int:
+            written = 0
+            for block in blocks:
+                table = pa.table(block) if not isinstance(block, pa.Table) else block
+                if table.num_rows == 0:
+                    continue
+                for key in table.column("source").unique().to_pylist():
+                    part = table.filter(pc.equal(table.column("source"), key))
+                    part = part.sort_by("row")
+                    for start, stop in consecutive_runs(part.column("row").to_numpy()):
+                        write_part(output, key, part.slice(start, stop - start))
+                        written += stop - start
+            return written
+
+        def on_write_complete(self, write_result) -> None:
+            logger.info("wrote %d rows", write_result.num_rows)
+
+    return PartSink()
+
+
+def completed_rows(output: storage.Location, source_key: str) -> tuple[int, int | None]:
+    """(rows covered, source rows) from the part names of one source's folder; rows covered is
+    -1 when the parts do not tile [0, rows) exactly (a run that died half-way)."""
+    folder = output.join(source_key)
+    try:
+        infos = output.filesystem.get_file_info(pafs.FileSelector(folder.path))
+    except FileNotFoundError:
+        return 0, None
+    ranges, totals = [], set()
+    for info in infos:
+        match = PART_NAME.match(posixpath.basename(info.path))
+        if match:
+            first, end, total = map(int, match.groups())
+            ranges.append((first, end))
+            totals.add(total)
+    if not ranges:
+        return 0, None
+    ranges.sort()
+    position = 0
+    for first, end in ranges:
+        if first != position:
+            return -1, None
+        position = end
+    if len(totals) != 1:
+        return -1, None
+    return position, totals.pop()
+
+
+def is_complete(output: storage.Location, source: Source) -> bool:
+    covered, total = completed_rows(output, source.key)
+    if total is None or covered != total:
+        return False
+    return source.num_rows is None or source.num_rows == total
+
+
+def remove_source_output(output: storage.Location, source_key: str) -> None:
+    folder = output.join(source_key)
+    if storage.exists(folder):
+        output.filesystem.delete_dir(folder.path)
+
+
+def write_empty_source(output: storage.Location, source: Source, dimension: int,
+                       id_type: pa.DataType) -> None:
+    """A 0-row input still gets its (empty) part, so that it counts as done."""
+    schema = pa.schema([("id", id_type), ("embedding", embedding_type(dimension)),
+                        ("status", pa.string()), ("source", pa.string()), ("row", pa.int64())])
+    folder = output.join(source.key)
+    output.filesystem.create_dir(folder.path, recursive=True)
+    pq.write_table(schema.empty_table(), posixpath.join(folder.path, part_name(0, 0, 0)),
+                   filesystem=output.filesystem)
+
+
+def summarize(output: storage.Location, sources: list[Source]) -> dict:
+    """Row accounting over the whole output: per status, and rows in == rows out per source."""
+    counts = dict.fromkeys(STATUSES, 0)
+    rows_in = rows_out = 0
+    incomplete = []
+    for source in sources:
+        covered, total = completed_rows(output, source.key)
+        if total is None or covered != total:
+            incomplete.append(source.uri)
+            continue
+        rows_in += total
+        folder = output.join(source.key)
+        dataset = pq.ParquetDataset(folder.path, filesystem=output.filesystem)
+        statuses = dataset.read(columns=["status"]).column("status").to_pylist()
+        rows_out += len(statuses)
+        for status in statuses:
+            counts[status] = counts.get(status, 0) + 1
+    return {"sources": len(sources), "incomplete_sources": incomplete, "rows_in": rows_in,
+            "rows_out": rows_out, "status": counts}
+
+
+def run_embedding(config: EmbedConfig) -> dict:
+    """Embed every row of the corpus into `config.output`; returns the summary."""
+    import ray
+    from ray.data import ActorPoolStrategy
+
+    from sentray.runtime import init_ray
+
+    started = time.perf_counter()
+    # Validates every file before Ray starts; the output folder is never read as input.
+    sources = discover_sources(config.corpus, exclude=config.output)
+    output = storage.locate(config.output, config.corpus.s3_endpoint)
+    output.filesystem.create_dir(output.path, recursive=True)
+    todo = []
+    for source in sources:
+        if is_complete(output, source):
+            continue
+        remove_source_output(output, source.key)
+        todo.append(source)
+    logger.info("%d input files, %d already done, %d to embed", len(sources),
+                len(sources) - len(todo), len(todo))
+
+    empty = [s for s in todo if s.num_rows == 0]
+    todo = [s for s in todo if s.num_rows != 0]
+    if empty:
+        from sentray.models import load_config
+
+        dimension = load_config(config.encoder.model).hidden_size
+        for source in empty:
+            id_type = pa.string()
+            if config.corpus.id_column:
+                with source.filesystem.open_input_file(source.path) as handle:
+                    schema = pq.read_schema(handle)
+                id_type = schema.field(config.corpus.id_column).type
+            write_empty_source(output, source, dimension, id_type)
+
+    started_local = False
+    if todo:
+        started_local = init_ray(config.address, num_cpus=config.num_cpus)
+        try:
+            dataset = ray.data.read_datasource(corpus_datasource(todo, config.corpus))
+            dataset = dataset.map_batches(
+                EmbedBatch,
+                fn_constructor_kwargs={"encoder_config": config.encoder},
+                batch_size=config.rows_per_batch,
+                batch_format="pyarrow",
+                compute=ActorPoolStrategy(size=config.actors),
+                num_gpus=config.num_gpus or None,
+                num_cpus=config.cpus_per_actor,
+            )
+            dataset.write_datasink(make_sink(output))
+        finally:
+            if started_local:
+                ray.shutdown()
+
+    summary = summarize(output, sources)
+    summary["seconds"] = round(time.perf_counter() - started, 2)
+    summary["embedded_this_run"] = [s.uri for s in empty + todo]
+    summary["config"] = json.loads(json.dumps(asdict(config), default=str))
+    if summary["incomplete_sources"] or summary["rows_in"] != summary["rows_out"]:
+        raise RuntimeError(f"row accounting failed: {json.dumps(summary)}")
+    with output.filesystem.open_output_stream(posixpath.join(output.path, SUMMARY_FILE)) as out:
+        out.write(json.dumps(summary, indent=1).encode())
+    return summary

@@ -1,0 +1,250 @@
+"""SentenceEncoder: tokenizer + transformer + pooling, the one encoder behind every job.
+
+Fast Ditto: for BERT-family encoders the model runs on SDPA (no attention maps at all) and only
+the chosen head's diagonal is recomputed from that layer's input with its own query/key weights.
+Other architectures run eagerly with `output_attentions=True` and read the head from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from sentray import models
+from sentray.pooling import (
+    DITTO_DEFAULT_HEADS,
+    DITTO_POOLINGS,
+    attention_diagonal,
+    canonical_pooling,
+    parse_head,
+    pool,
+)
+
+logger = logging.getLogger(__name__)
+
+Precision = Literal["fp32", "fp16", "bf16"]
+DittoImpl = Literal["auto", "fast", "eager"]
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """What to encode with. Validated on construction, before any model is loaded."""
+
+    model: str = models.DEFAULT_MODEL  # HF id, local directory, or packaged short name
+    pooling: str = "mean"  # see sentray.pooling.POOLINGS (aliases allowed)
+    head: str | None = None  # Ditto head "L-H"; default: the model's known head, if any
+    max_length: int | None = None  # truncation; None: the model's own limit (ST config or 512)
+    batch_size: int = 64  # sentences per forward pass
+    device: str = "auto"  # "auto" (cuda if available), "cpu", "cuda", "cuda:1", ...
+    precision: Precision = "fp32"  # autocast dtype on GPU; CPU runs fp32
+    ditto_impl: DittoImpl = "auto"  # "auto": fast for BERT-family, eager otherwise
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
+        if self.pooling in DITTO_POOLINGS:
+            head = self.head or DITTO_DEFAULT_HEADS.get(self.model)
+            if head is None:
+                raise ValueError(
+                    f"pooling {self.pooling!r} needs a head (--head L-H): no default is known "
+                    f"for model {self.model!r} (known: {DITTO_DEFAULT_HEADS}); find one with "
+                    "`python jobs/evaluate.py --search-head`")
+            parse_head(head)
+            object.__setattr__(self, "head", head)
+        elif self.head is not None:
+            raise ValueError(f"--head is only used by the Ditto poolings {sorted(DITTO_POOLINGS)}, "
+                             f"not by {self.pooling!r}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.max_length is not None and self.max_length < 2:
+            raise ValueError(f"max_length must be >= 2, got {self.max_length}")
+        if self.precision not in ("fp32", "fp16", "bf16"):
+            raise ValueError(f"precision must be fp32, fp16 or bf16, got {self.precision!r}")
+        if self.ditto_impl not in ("auto", "fast", "eager"):
+            raise ValueError(f"ditto_impl must be auto, fast or eager, got {self.ditto_impl!r}")
+
+    @property
+    def layer_head(self) -> tuple[int, int] | None:
+        return parse_head(self.head) if self.head else None
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    resolved = torch.device(device)
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU")
+    return resolved
+
+
+@dataclass
+class TokenBatch:
+    """One padded forward-pass batch: input_ids and attention_mask are (B, T)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    positions: np.ndarray  # (B,) index of each row in the caller's list
+
+
+class SentenceEncoder:
+    """Turns sentences into embeddings with one of the poolings in `sentray.pooling`.
+
+    `model` and `tokenizer` may be passed in (tests build tiny ones); otherwise they are loaded
+    from `config.model`.
+    """
+
+    def __init__(self, config: EncoderConfig, *, model: torch.nn.Module | None = None,
+                 tokenizer=None) -> None:
+        self.config = config
+        self.device = resolve_device(config.device)
+        self.tokenizer = tokenizer if tokenizer is not None else models.load_tokenizer(config.model)
+        hf_config = model.config if model is not None else models.load_config(config.model)
+        self.fast_ditto = self._use_fast_ditto(hf_config)
+        needs_attentions = config.pooling in DITTO_POOLINGS and not self.fast_ditto
+        if model is None:
+            model = models.load_encoder(
+                config.model, device=self.device,
+                attn_implementation="eager" if needs_attentions else None)
+        elif needs_attentions and model.config._attn_implementation != "eager":
+            model.set_attn_implementation("eager")
+        self.model = model.to(self.device).eval()
+        self.max_length = config.max_length or models.default_max_length(config.model, self.tokenizer)
+        if config.layer_head is not None:
+            layer, head = config.layer_head
+            n_layers, n_heads = hf_config.num_hidden_layers, hf_config.num_attention_heads
+            if not (layer < n_layers and head < n_heads):
+                raise ValueError(f"head {config.head!r} is outside model {config.model!r}, which "
+                                 f"has layers 0-{n_layers - 1} and heads 0-{n_heads - 1}")
+        if config.precision != "fp32" and self.device.type != "cuda":
+            raise ValueError(f"precision {config.precision!r} needs a GPU; on CPU use fp32")
+        logger.info("encoder %s pooling=%s head=%s ditto=%s device=%s max_length=%d",
+                    config.model, config.pooling, config.head,
+                    "fast" if self.fast_ditto else "eager", self.device, self.max_length)
+
+    def _use_fast_ditto(self, hf_config) -> bool:
+        if self.config.pooling not in DITTO_POOLINGS or self.config.ditto_impl == "eager":
+            return False
+        supported = models.is_bert_family(hf_config)
+        if self.config.ditto_impl == "fast" and not supported:
+            raise ValueError(f"fast Ditto supports {sorted(models.BERT_FAMILY)} encoders, not "
+                             f"{hf_config.model_type!r}; use ditto_impl='eager'")
+        return supported
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    # -- tokenization -------------------------------------------------------------------------
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text (special tokens added, truncated to max_length), unpadded."""
+        return self.tokenizer(list(texts), truncation=True, max_length=self.max_length,
+                              padding=False, return_attention_mask=False,
+                              return_token_type_ids=False)["input_ids"]
+
+    def length_sorted_batches(self, token_ids: list[list[int]],
+                              batch_size: int | None = None) -> Iterator[TokenBatch]:
+        """Padded batches in order of length (longest first), which minimises padding."""
+        batch_size = batch_size or self.config.batch_size
+        lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
+        order = np.argsort(-lengths, kind="stable")
+        pad_id = self.tokenizer.pad_token_id or 0
+        for start in range(0, len(order), batch_size):
+            positions = order[start:start + batch_size]
+            width = int(lengths[positions].max())
+            ids = np.full((len(positions), width), pad_id, dtype=np.int64)
+            mask = np.zeros((len(positions), width), dtype=np.int64)
+            for row, position in enumerate(positions):
+                n = lengths[position]
+                ids[row, :n] = token_ids[position]
+                mask[row, :n] = 1
+            yield TokenBatch(torch.from_numpy(ids), torch.from_numpy(mask), positions)
+
+    # -- forward ------------------------------------------------------------------------------
+
+    def _autocast(self):
+        if self.device.type == "cuda" and self.config.precision != "fp32":
+            dtype = torch.float16 if self.config.precision == "fp16" else torch.bfloat16
+            return torch.autocast("cuda", dtype=dtype)
+        return torch.autocast(self.device.type, enabled=False)
+
+    def _run_model(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        return self.model(input_ids=input_ids.to(self.device),
+                          attention_mask=attention_mask.to(self.device),
+                          output_hidden_states=True,
+                          output_attentions=self.config.pooling in DITTO_POOLINGS
+                          and not self.fast_ditto)
+
+    def head_diagonal(self, outputs, attention_mask: torch.Tensor) -> torch.Tensor:
+        """A_ii (B, T) of the configured head, from the fast or the eager path."""
+        layer, head = self.config.layer_head
+        if not self.fast_ditto:
+            return outputs.attentions[layer][:, head].diagonal(dim1=-2, dim2=-1).float()
+        attention = self.model.encoder.layer[layer].attention.self
+        size = attention.attention_head_size
+        rows = slice(head * size, (head + 1) * size)
+        layer_input = outputs.hidden_states[layer]  # (B, T, D): the input of layer `layer`
+        query = F.linear(layer_input, attention.query.weight[rows], attention.query.bias[rows])
+        key = F.linear(layer_input, attention.key.weight[rows], attention.key.bias[rows])
+        return attention_diagonal(query.float(), key.float(), attention_mask,
+                                  scaling=1.0 / math.sqrt(size))  # (B, T)
+
+    def embed_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Sentence embeddings (B, D) in fp32 for one padded batch; differentiable (training
+        calls it under grad)."""
+        attention_mask = attention_mask.to(self.device)
+        with self._autocast():
+            outputs = self._run_model(input_ids, attention_mask)
+        hidden = tuple(h.float() for h in outputs.hidden_states)
+        diagonal = None
+        if self.config.pooling in DITTO_POOLINGS:
+            diagonal = self.head_diagonal(outputs, attention_mask)
+        pooler_output = getattr(outputs, "pooler_output", None)
+        return pool(self.config.pooling, hidden, attention_mask, diagonal=diagonal,
+                    pooler_output=None if pooler_output is None else pooler_output.float())
+
+    @torch.inference_mode()
+    def encode(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        """Embeddings (N, D) float32 for N texts, in input order."""
+        if isinstance(texts, str):
+            raise TypeError("encode takes a list of texts, not a single string")
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not len(texts):
+            return out
+        for batch in self.length_sorted_batches(self.tokenize(texts), batch_size):
+            out[batch.positions] = self.embed_tokens(batch.input_ids, batch.attention_mask).cpu()
+        return out
+
+    @torch.inference_mode()
+    def encode_every_head(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        """Ditto embeddings for every (layer, head): (L, H, N, D) float32, one eager forward
+        pass per batch. Used by the head search."""
+        if self.config.pooling not in DITTO_POOLINGS:
+            raise ValueError(f"encode_every_head needs a Ditto pooling, not {self.config.pooling!r}")
+        if self.model.config._attn_implementation != "eager":
+            self.model.set_attn_implementation("eager")
+        cfg = self.model.config
+        out = np.zeros((cfg.num_hidden_layers, cfg.num_attention_heads, len(texts),
+                        self.dimension), dtype=np.float32)
+        for batch in self.length_sorted_batches(self.tokenize(texts), batch_size):
+            mask = batch.attention_mask.to(self.device)
+            with self._autocast():
+                outputs = self.model(input_ids=batch.input_ids.to(self.device),
+                                     attention_mask=mask, output_hidden_states=True,
+                                     output_attentions=True)
+            hidden = tuple(h.float() for h in outputs.hidden_states)
+            for layer, attentions in enumerate(outputs.attentions):  # (B, H, T, T)
+                diagonals = attentions.float().diagonal(dim1=-2, dim2=-1)  # (B, H, T)
+                for head in range(cfg.num_attention_heads):
+                    pooled = pool(self.config.pooling, hidden, mask, diagonal=diagonals[:, head])
+                    out[layer, head, batch.positions] = pooled.cpu()
+        return out
+
+
+__all__ = ["EncoderConfig", "SentenceEncoder", "resolve_device"]

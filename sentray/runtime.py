@@ -1,0 +1,47 @@
+"""Connecting to Ray: an existing cluster when an address is given, else a private local one
+bound to 127.0.0.1 only.
+
+Ray's dashboard and job API have no authentication by default; one reachable from the network
+lets anyone run code on the machine (CVE-2023-48022). A cluster a job starts for itself
+therefore binds loopback and starts no dashboard at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+# Set for a local cluster before Ray starts; child processes (raylet, workers) inherit them.
+LOOPBACK_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # single-node mode: bind and advertise 127.0.0.1
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
+
+def init_ray(address: str | None = None, *, num_cpus: int | None = None,
+             num_gpus: int | None = None) -> bool:
+    """Connect to `address` (or $RAY_ADDRESS, as `ray job submit` sets it); with neither, start
+    a local loopback-only cluster. Returns True when this call started a local cluster (the
+    caller should `ray.shutdown()` it)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        logger.info("connecting to Ray cluster at %s", address)
+        ray.init(address=address, log_to_driver=True)
+        return False
+    for key, value in LOOPBACK_ENV.items():
+        os.environ.setdefault(key, value)
+    # Ray reads the variable when it is imported; if that already happened, say it again.
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    logger.info("starting a local Ray cluster on 127.0.0.1 (num_cpus=%s, num_gpus=%s)",
+                num_cpus, num_gpus)
+    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+             num_cpus=num_cpus, num_gpus=num_gpus, configure_logging=False)
+    return True

@@ -1,0 +1,107 @@
+"""SentenceEncoder on tiny in-process models: fast Ditto against eager attention maps, batching
+and sorting against one-by-one encoding, config validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_tiny_bert
+
+from sentray.encoder import EncoderConfig, SentenceEncoder
+
+TEXTS = ["A man is playing a guitar.", "Hi", "The quick brown fox jumps over the lazy dog.",
+         "Ein Mann spielt Gitarre.", "猫が好きです。", "x " * 40]
+
+
+def tiny_encoder(tokenizer, model, **config) -> SentenceEncoder:
+    return SentenceEncoder(EncoderConfig(**config), model=model, tokenizer=tokenizer)
+
+
+@pytest.mark.parametrize("pooling", ["ditto", "ditto_last", "ditto_static", "ditto_layer1_last"])
+@pytest.mark.parametrize("head", ["0-0", "1-3"])
+def test_fast_ditto_equals_eager(tokenizer, pooling, head):
+    fast = tiny_encoder(tokenizer, make_tiny_bert(tokenizer.vocab_size), pooling=pooling,
+                        head=head)
+    eager = tiny_encoder(tokenizer, make_tiny_bert(tokenizer.vocab_size), pooling=pooling,
+                         head=head, ditto_impl="eager")
+    assert fast.fast_ditto and not eager.fast_ditto
+    assert fast.model.config._attn_implementation == "sdpa"
+    assert eager.model.config._attn_implementation == "eager"
+    a, b = fast.encode(TEXTS, batch_size=4), eager.encode(TEXTS, batch_size=4)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_eager_diagonal_is_read_from_attention_maps(tokenizer):
+    """The head's diagonal, checked against output_attentions directly."""
+    model = make_tiny_bert(tokenizer.vocab_size, attn_implementation="eager")
+    encoder = tiny_encoder(tokenizer, model, pooling="ditto_last", head="1-2", ditto_impl="eager")
+    batch = tokenizer(["one two three", "four"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        outputs = model(**batch, output_attentions=True, output_hidden_states=True)
+        expected = [
+            sum(outputs.attentions[1][b, 2, i, i] * outputs.hidden_states[-1][b, i]
+                for i in range(int(batch["attention_mask"][b].sum())))
+            for b in range(2)]
+        got = encoder.embed_tokens(batch["input_ids"], batch["attention_mask"])
+    torch.testing.assert_close(got, torch.stack(expected))
+
+
+def test_non_bert_family_falls_back_to_eager(tokenizer):
+    model = make_tiny_bert(tokenizer.vocab_size, model_type="mpnet")
+    encoder = tiny_encoder(tokenizer, model, pooling="ditto", head="0-1")
+    assert not encoder.fast_ditto
+    assert encoder.model.config._attn_implementation == "eager"
+    assert encoder.encode(TEXTS[:2]).shape == (2, 32)
+    with pytest.raises(ValueError, match="fast Ditto supports"):
+        tiny_encoder(tokenizer, make_tiny_bert(tokenizer.vocab_size, model_type="mpnet"),
+                     pooling="ditto", head="0-1", ditto_impl="fast")
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls_before_pooler", "first_last_avg", "ditto"])
+def test_batched_sorted_encoding_equals_one_by_one(tokenizer, tiny_bert, pooling):
+    encoder = tiny_encoder(tokenizer, tiny_bert, pooling=pooling,
+                           head="1-1" if pooling == "ditto" else None)
+    batched = encoder.encode(TEXTS, batch_size=3)
+    single = np.concatenate([encoder.encode([t]) for t in TEXTS])
+    np.testing.assert_allclose(batched, single, rtol=1e-4, atol=1e-5)
+
+
+def test_encode_edge_cases(tokenizer, tiny_bert):
+    encoder = tiny_encoder(tokenizer, tiny_bert, max_length=8)
+    assert encoder.encode([]).shape == (0, 32)
+    with pytest.raises(TypeError, match="list"):
+        encoder.encode("a single string")
+    long = encoder.encode(["word " * 500])  # truncated to 8 tokens, no error
+    assert np.isfinite(long).all()
+
+
+def test_every_head_matches_single_head(tokenizer, tiny_bert):
+    encoder = tiny_encoder(tokenizer, tiny_bert, pooling="ditto", head="0-0", ditto_impl="eager")
+    grid = encoder.encode_every_head(TEXTS[:3])
+    assert grid.shape == (2, 4, 3, 32)
+    for head in ("0-0", "1-3"):
+        single = tiny_encoder(tokenizer, tiny_bert, pooling="ditto", head=head,
+                              ditto_impl="eager").encode(TEXTS[:3])
+        layer, h = map(int, head.split("-"))
+        np.testing.assert_allclose(grid[layer, h], single, rtol=1e-5, atol=1e-6)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="needs a head"):
+        EncoderConfig(pooling="ditto")
+    assert EncoderConfig(model="bert-base-uncased", pooling="ditto").head == "0-9"
+    with pytest.raises(ValueError, match="only used by the Ditto"):
+        EncoderConfig(pooling="mean", head="0-1")
+    with pytest.raises(ValueError, match="unknown pooling"):
+        EncoderConfig(pooling="maxpool")
+    with pytest.raises(ValueError, match="batch_size"):
+        EncoderConfig(batch_size=0)
+    assert EncoderConfig(pooling="mean").pooling == "last_avg"
+
+
+def test_head_out_of_range_and_cpu_precision(tokenizer, tiny_bert):
+    with pytest.raises(ValueError, match="outside model"):
+        tiny_encoder(tokenizer, tiny_bert, pooling="ditto", head="5-0")
+    with pytest.raises(ValueError, match="needs a GPU"):
+        tiny_encoder(tokenizer, tiny_bert, precision="fp16", device="cpu")

@@ -1,0 +1,39 @@
+"""Model resolution: packaged short names offline, local folders, clear errors otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sentray import models
+
+
+def test_packaged_name_resolves_to_installed_directory():
+    resolved = models.resolve_model("all-MiniLM-L6-v2")
+    assert resolved.is_local and (Path(resolved.path) / "model.safetensors").is_file()
+    assert models.resolve_model("sentence-transformers/all-MiniLM-L6-v2").path == resolved.path
+    assert models.load_config("all-MiniLM-L6-v2").num_hidden_layers == 6
+
+
+def test_local_directory_and_hub_id(tmp_path):
+    assert models.resolve_model(str(tmp_path)).path == str(tmp_path.resolve())
+    hub = models.resolve_model("bert-base-uncased")
+    assert not hub.is_local and hub.path == "bert-base-uncased"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        models.resolve_model(str(tmp_path / "missing" / "model"))
+    with pytest.raises(ValueError, match="packaged models"):
+        models.resolve_model("")
+
+
+def test_unknown_model_without_hub_says_so(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OSError, match="not a packaged model .*HF_HUB_OFFLINE is set"):
+        models.load_config("no-such-org/no-such-model-xyz")
+    with pytest.raises(OSError, match="could not load model 'no-such-org/no-such-model-xyz'"):
+        models.load_tokenizer("no-such-org/no-such-model-xyz")
+
+
+def test_max_length_comes_from_the_sentence_transformers_config():
+    tokenizer = models.load_tokenizer("all-MiniLM-L6-v2")
+    assert models.default_max_length("all-MiniLM-L6-v2", tokenizer) == 256

@@ -1,0 +1,131 @@
+"""STS loaders, metrics against scipy/torch, and the evaluator against sentence-transformers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT
+from scipy.stats import spearmanr
+
+from sentray import sts
+
+
+def load_job(name: str):
+    spec = importlib.util.spec_from_file_location(f"job_{name}", ROOT / "jobs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_spearman_matches_scipy_including_ties():
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 6, size=200).astype(float)  # many ties, like STS gold scores
+    predicted = rng.normal(size=(3, 200))
+    predicted[1] = np.round(predicted[1], 1)  # ties in the prediction too
+    ours = sts.spearman(predicted, gold)
+    for row, value in zip(predicted, ours, strict=True):
+        assert value == pytest.approx(spearmanr(row, gold).statistic, abs=1e-12)
+
+
+def test_cosine_matches_torch():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(2, 4, 10, 8))
+    expected = torch.nn.functional.cosine_similarity(torch.tensor(a), torch.tensor(b), dim=-1)
+    np.testing.assert_allclose(sts.cosine_rows(a, b), expected.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("task,pairs", [
+    ("STS12", 3108), ("STS13", 1500), ("STS14", 3750), ("STS15", 3000), ("STS16", 1186),
+    ("STSBenchmark", 1379), ("SICKRelatedness", 4927)])
+def test_loaders_read_the_official_counts(data_dir, task, pairs):
+    loaded = sts.load_task(task, data_dir)
+    assert len(loaded.gold) == len(loaded.first) == pairs
+    assert np.isfinite(loaded.gold).all() and loaded.gold.min() >= 0 and loaded.gold.max() <= 5
+    assert all(s and s == " ".join(s.split()) for s in loaded.first[:50])
+
+
+def test_sts_benchmark_dev_and_parent_folder(data_dir):
+    assert len(sts.load_sts_benchmark(data_dir, "dev").gold) == 1500
+    assert sts.resolve_data_dir(data_dir.parent) == data_dir  # a folder holding senteval/
+
+
+def test_missing_data_is_explained(tmp_path, monkeypatch):
+    monkeypatch.delenv(sts.DATA_DIR_ENV, raising=False)
+    with pytest.raises(FileNotFoundError, match="--data-dir or set SENTRAY_DATA_DIR"):
+        sts.resolve_data_dir(None)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        sts.resolve_data_dir(tmp_path / "nope")
+    (tmp_path / "STS").mkdir()
+    with pytest.raises(FileNotFoundError, match="STS.input.MSRpar.txt"):
+        sts.load_task("STS12", tmp_path)
+    monkeypatch.setenv(sts.DATA_DIR_ENV, str(tmp_path))
+    assert sts.resolve_data_dir(None) == tmp_path
+
+
+def test_task_names():
+    assert sts.parse_tasks("STS12, STSB,SICK-R") == ["STS12", "STSBenchmark", "SICKRelatedness"]
+    assert sts.parse_tasks(None) == list(sts.TASKS)
+    with pytest.raises(ValueError, match="valid: STS12"):
+        sts.parse_tasks("STS11")
+
+
+def test_markdown_table():
+    table = sts.markdown_table({"STS12": 70.123, "STSBenchmark": 80.0, "avg": 75.06}, "m")
+    assert table.splitlines()[0] == "| model | STS12 | STS-B | Avg. |"
+    assert table.splitlines()[2] == "| m | 70.12 | 80.00 | 75.06 |"
+
+
+def test_head_search_on_tiny_model(tokenizer, tiny_bert, data_dir, monkeypatch):
+    from sentray.encoder import EncoderConfig, SentenceEncoder
+
+    original = sts.load_sts_benchmark
+    monkeypatch.setattr(sts, "load_sts_benchmark",
+                        lambda root, split: _first_pairs(original(root, split), 40))
+    encoder = SentenceEncoder(EncoderConfig(pooling="ditto", head="0-0"), model=tiny_bert,
+                              tokenizer=tokenizer)
+    grid = sts.search_head(encoder, data_dir)
+    assert grid.shape == (2, 4) and np.isfinite(grid).all()
+    assert sts.best_head(grid) == "{}-{}".format(*np.unravel_index(grid.argmax(), grid.shape))
+
+
+def _first_pairs(pairs, n):
+    return sts.PairSet(pairs.name, pairs.first[:n], pairs.second[:n], pairs.gold[:n])
+
+
+@pytest.mark.slow
+def test_evaluate_job_reproduces_sentence_transformers(data_dir, tmp_path):
+    """all-MiniLM-L6-v2 + mean: every task equals sentence-transformers' own encode + scipy."""
+    from sentence_transformers import SentenceTransformer
+
+    from sentray.models import resolve_model
+
+    results = load_job("evaluate").main(["--pooling", "mean", "--data-dir", str(data_dir),
+                                         "--out", str(tmp_path)])
+    assert json.loads((tmp_path / "results.json").read_text()) == pytest.approx(results)
+    peer = SentenceTransformer(resolve_model("all-MiniLM-L6-v2").path, device="cpu")
+    for task in sts.TASKS:
+        pairs = sts.load_task(task, data_dir)
+        a = peer.encode(pairs.first, batch_size=64, convert_to_numpy=True)
+        b = peer.encode(pairs.second, batch_size=64, convert_to_numpy=True)
+        cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        expected = spearmanr(cosine, pairs.gold).statistic * 100
+        assert results[task] == pytest.approx(expected, abs=0.01), task
+    assert results["avg"] == pytest.approx(np.mean([results[t] for t in sts.TASKS]))
+
+
+@pytest.mark.slow
+def test_evaluate_job_searches_the_head_on_dev(data_dir, tmp_path):
+    results = load_job("evaluate").main([
+        "--pooling", "ditto", "--search-head", "--tasks", "STSBenchmark",
+        "--data-dir", str(data_dir), "--out", str(tmp_path)])
+    grid = json.loads((tmp_path / "head_grid.json").read_text())
+    assert grid["split"] == "STSBenchmark dev"
+    assert np.array(grid["grid"]).shape == (6, 12)  # all-MiniLM-L6-v2: 6 layers x 12 heads
+    assert (tmp_path / "head_grid.png").stat().st_size > 1000
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["head"] == grid["best_head"]
+    assert 0 < results["STSBenchmark"] < 100
