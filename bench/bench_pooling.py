@@ -43,17 +43,24 @@ def matmul_flops_per_second(size: int = 1024, seconds: float = 3.0) -> float:
     return 2 * size ** 3 * runs / (time.perf_counter() - start)
 
 
-def time_encoder(config: EncoderConfig, texts: list[str], repeats: int) -> tuple[float, list]:
-    encoder = SentenceEncoder(config)
-    encoder.encode(texts[:256])  # warm-up
-    shapes = [(len(b.positions), b.input_ids.shape[1])
-              for b in encoder.length_sorted_batches(encoder.tokenize(texts))]
-    best = float("inf")
+def shapes_of(encoder: SentenceEncoder, texts: list[str]) -> list[tuple[int, int]]:
+    return [(len(b.positions), b.input_ids.shape[1])
+            for b in encoder.length_sorted_batches(encoder.tokenize(texts))]
+
+
+def time_round_robin(encoders: dict[str, SentenceEncoder], texts: list[str],
+                     repeats: int) -> dict[str, float]:
+    """Best sentences/s of each encoder; rounds interleave the encoders so that a slow spell of
+    the machine hits all of them alike."""
+    for encoder in encoders.values():
+        encoder.encode(texts[:256])  # warm-up
+    best = dict.fromkeys(encoders, float("inf"))
     for _ in range(repeats):
-        start = time.perf_counter()
-        encoder.encode(texts)
-        best = min(best, time.perf_counter() - start)
-    return len(texts) / best, shapes, encoder.model.config
+        for name, encoder in encoders.items():
+            start = time.perf_counter()
+            encoder.encode(texts)
+            best[name] = min(best[name], time.perf_counter() - start)
+    return {name: len(texts) / seconds for name, seconds in best.items()}
 
 
 def main() -> None:
@@ -63,7 +70,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=4000)
     parser.add_argument("--model", default="all-MiniLM-L6-v2")
     parser.add_argument("--head", default="0-9")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -75,10 +82,10 @@ def main() -> None:
         "ditto eager": EncoderConfig(pooling="ditto", head=args.head, ditto_impl="eager",
                                      **common),
     }
-    speed, flops = {}, {}
-    for name, config in runs.items():
-        speed[name], shapes, model_config = time_encoder(config, texts, args.repeats)
-        flops[name] = forward_flops(model_config, shapes) * speed[name] / len(texts)
+    encoders = {name: SentenceEncoder(config) for name, config in runs.items()}
+    speed = time_round_robin(encoders, texts, args.repeats)
+    flops = {name: forward_flops(encoder.model.config, shapes_of(encoder, texts))
+             * speed[name] / len(texts) for name, encoder in encoders.items()}
     peak = matmul_flops_per_second()
     print(f"{args.model}, {len(texts)} Brown sentences, batch {args.batch_size}, "
           f"torch threads {torch.get_num_threads()}, best of {args.repeats}")

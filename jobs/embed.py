@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                            help="GPUs per actor (default: 0, CPU)")
     ray_group.add_argument("--cpus-per-actor", type=float, default=1.0,
                            help="CPUs per actor (default: %(default)s)")
-    ray_group.add_argument("--rows-per-batch", type=int, default=2048,
+    ray_group.add_argument("--rows-per-batch", type=int, default=1024,
                            help="rows per map_batches call, length-sorted inside (default: "
                                 "%(default)s)")
     ray_group.add_argument("--address", default=None,

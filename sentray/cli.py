@@ -18,7 +18,7 @@ def setup_logging(verbose: bool = False) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
 
 
-def add_encoder_args(parser: argparse.ArgumentParser, *, batch_size: int = 64) -> None:
+def add_encoder_args(parser: argparse.ArgumentParser, *, batch_size: int = 32) -> None:
     group = parser.add_argument_group("encoder")
     group.add_argument("--model", default=DEFAULT_MODEL,
                        help="Hugging Face id, local model directory, or packaged short name "
@@ -33,7 +33,8 @@ def add_encoder_args(parser: argparse.ArgumentParser, *, batch_size: int = 64) -
     group.add_argument("--max-length", type=int, default=None,
                        help="truncate to this many tokens (default: the model's own limit)")
     group.add_argument("--batch-size", type=int, default=batch_size,
-                       help="sentences per forward pass (default: %(default)s)")
+                       help="sentences per forward pass (default: %(default)s; on GPU use "
+                            "256 or more)")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: auto)")
     group.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"],
                        help="autocast dtype on GPU (default: %(default)s)")

@@ -44,6 +44,7 @@ class CorpusConfig:
     format: Format = "auto"  # by file suffix: .parquet/.pq, .txt/.text
     s3_endpoint: str | None = None  # S3-compatible endpoint (default: $AWS_ENDPOINT_URL)
     rows_per_read_task: int = 200_000  # Parquet row groups are grouped up to about this many rows
+    rows_per_block: int = 1024  # rows per emitted block (the unit handed to one actor call)
 
     def __post_init__(self) -> None:
         if not self.input:
@@ -52,8 +53,8 @@ class CorpusConfig:
             raise ValueError(f"format must be auto, parquet or text, got {self.format!r}")
         if not self.text_column:
             raise ValueError("text_column is empty")
-        if self.rows_per_read_task < 1:
-            raise ValueError(f"rows_per_read_task must be >= 1, got {self.rows_per_read_task}")
+        if self.rows_per_read_task < 1 or self.rows_per_block < 1:
+            raise ValueError("rows_per_read_task and rows_per_block must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -223,7 +224,7 @@ def _text_column(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
     return pa.array(texts, pa.string()), pa.array(errors, pa.string())
 
 
-def read_text_source(source: Source, lines_per_block: int = 50_000) -> Iterator[pa.Table]:
+def read_text_source(source: Source, lines_per_block: int = 1024) -> Iterator[pa.Table]:
     with source.filesystem.open_input_stream(source.path) as handle:
         data = handle.read()
     texts, errors = decode_lines(data)
@@ -240,8 +241,9 @@ def read_parquet_source(source: Source, row_groups: list[int], first_row: int,
     with source.filesystem.open_input_file(source.path) as handle:
         parquet = pq.ParquetFile(handle)
         row = first_row
-        for group in row_groups:
-            table = parquet.read_row_group(group, columns=columns)
+        for batch in parquet.iter_batches(batch_size=config.rows_per_block,
+                                          row_groups=row_groups, columns=columns):
+            table = pa.Table.from_batches([batch])
             texts, errors = _text_column(table.column(config.text_column))
             ids = table.column(config.id_column).combine_chunks() if config.id_column else None
             yield _records(source, row, texts, errors, ids, source.num_rows)
@@ -279,7 +281,7 @@ def corpus_datasource(sources: list[Source], config: CorpusConfig):
 
     def make_read_fn(source: Source, row_groups: list[int], first_row: int):
         if source.format == "text":
-            return lambda: read_text_source(source)
+            return lambda: read_text_source(source, config.rows_per_block)
         return lambda: read_parquet_source(source, row_groups, first_row, config)
 
     class CorpusDatasource(Datasource):

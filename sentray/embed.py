@@ -17,6 +17,7 @@ status, source, row.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import posixpath
@@ -32,7 +33,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sentray import storage
-from sentray.corpus import CorpusConfig, Source, corpus_datasource, discover_sources
+from sentray.corpus import (
+    CorpusConfig,
+    Source,
+    corpus_datasource,
+    discover_sources,
+    read_tasks,
+)
 from sentray.encoder import EncoderConfig, SentenceEncoder
 
 logger = logging.getLogger(__name__)
@@ -53,7 +60,7 @@ class EmbedConfig:
     actors: int = 1  # size of the embedding actor pool
     num_gpus: float = 0.0  # GPUs per actor (0: CPU)
     cpus_per_actor: float = 1.0  # CPUs per actor (torch threads follow it)
-    rows_per_batch: int = 2048  # rows per map_batches call, sorted by length inside
+    rows_per_batch: int = 1024  # rows per map_batches call, sorted by length inside
     address: str | None = None  # Ray address; None: $RAY_ADDRESS, else a local loopback cluster
     num_cpus: int | None = None  # logical CPUs of a local cluster (default: cores)
 
@@ -86,6 +93,7 @@ class EmbedBatch:
         self.special_tokens = self.encoder.tokenizer.num_special_tokens_to_add(pair=False)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        started = time.perf_counter()
         texts = batch.column("text").to_pylist()
         read_errors = batch.column("read_error").to_pylist()
         status = np.empty(len(texts), dtype=object)
@@ -122,6 +130,9 @@ class EmbedBatch:
                                                              tokens.attention_mask)
                         vectors[positions[tokens.positions]] = embedded.float().cpu().numpy()
         embedded_mask = np.isin(status, EMBEDDED)
+        seconds = time.perf_counter() - started
+        logger.info("embedded %d of %d rows in %.2f s (%.0f rows/s)", int(embedded_mask.sum()),
+                    len(texts), seconds, len(texts) / max(seconds, 1e-9))
         dimension = self.encoder.dimension
         embeddings = pa.FixedSizeListArray.from_arrays(
             pa.array(vectors.reshape(-1)), dimension, mask=pa.array(~embedded_mask))
@@ -306,7 +317,12 @@ def run_embedding(config: EmbedConfig) -> dict:
     if todo:
         started_local = init_ray(config.address, num_cpus=config.num_cpus)
         try:
-            dataset = ray.data.read_datasource(corpus_datasource(todo, config.corpus))
+            # A read task's blocks all reach a single actor; the streaming repartition hands
+            # blocks of rows_per_batch rows to whichever actor is free.
+            corpus = dataclasses.replace(config.corpus, rows_per_block=config.rows_per_batch)
+            dataset = ray.data.read_datasource(
+                corpus_datasource(todo, corpus), override_num_blocks=len(read_tasks(todo, corpus)))
+            dataset = dataset.repartition(target_num_rows_per_block=config.rows_per_batch)
             dataset = dataset.map_batches(
                 EmbedBatch,
                 fn_constructor_kwargs={"encoder_config": config.encoder},

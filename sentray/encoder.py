@@ -41,7 +41,7 @@ class EncoderConfig:
     pooling: str = "mean"  # see sentray.pooling.POOLINGS (aliases allowed)
     head: str | None = None  # Ditto head "L-H"; default: the model's known head, if any
     max_length: int | None = None  # truncation; None: the model's own limit (ST config or 512)
-    batch_size: int = 64  # sentences per forward pass
+    batch_size: int = 32  # sentences per forward pass (CPU: small is fast; GPU: raise it)
     device: str = "auto"  # "auto" (cuda if available), "cpu", "cuda", "cuda:1", ...
     precision: Precision = "fp32"  # autocast dtype on GPU; CPU runs fp32
     ditto_impl: DittoImpl = "auto"  # "auto": fast for BERT-family, eager otherwise

@@ -112,6 +112,27 @@ def test_discover_sources_mixed_folder(mixed_folder):
     assert all("/" not in k for k in keys)
 
 
+def test_output_folder_inside_the_input_is_not_read(mixed_folder):
+    """`--input data/ --output data/emb/`: a rerun must not take the output parts for input."""
+    output = mixed_folder / "emb"
+    (output / "c.parquet-0123456789").mkdir(parents=True)
+    write_parquet(output / "c.parquet-0123456789" / "part-0-3-of-3.parquet",
+                  pa.table({"id": ["a"], "status": ["ok"]}))
+    names = [s.name for s in discover_sources(CorpusConfig(input=str(mixed_folder)),
+                                              exclude=str(output))]
+    assert names == ["b.txt", "c.parquet", "sub/a.text", "sub/d.pq"]
+    with pytest.raises(ValueError, match="no column 'text'"):
+        discover_sources(CorpusConfig(input=str(mixed_folder)))
+
+
+def test_empty_text_files_have_zero_rows(tmp_path):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf")
+    (tmp_path / "newline.txt").write_bytes(b"\n")  # one empty line: a row, not an empty file
+    rows = {s.name: s.num_rows for s in discover_sources(CorpusConfig(input=str(tmp_path)))}
+    assert rows == {"bom.txt": 0, "empty.txt": 0, "newline.txt": None}
+
+
 def test_discover_sources_names_and_keys_are_stable(mixed_folder, monkeypatch):
     first = discover_sources(CorpusConfig(input=str(mixed_folder)))
     # a relative spelling of the same folder gives the same names and keys

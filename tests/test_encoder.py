@@ -105,3 +105,23 @@ def test_head_out_of_range_and_cpu_precision(tokenizer, tiny_bert):
         tiny_encoder(tokenizer, tiny_bert, pooling="ditto", head="5-0")
     with pytest.raises(ValueError, match="needs a GPU"):
         tiny_encoder(tokenizer, tiny_bert, precision="fp16", device="cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_fast_ditto_on_gpu(tokenizer, precision):
+    """On CUDA the fast path runs SDPA kernels; it must still equal eager (loosely under
+    autocast), and fp32 GPU must equal CPU."""
+    model = make_tiny_bert(tokenizer.vocab_size)
+    fast = tiny_encoder(tokenizer, model, pooling="ditto", head="1-2", device="cuda",
+                        precision=precision)
+    eager = tiny_encoder(tokenizer, make_tiny_bert(tokenizer.vocab_size), pooling="ditto",
+                         head="1-2", device="cuda", precision=precision, ditto_impl="eager")
+    cpu = tiny_encoder(tokenizer, make_tiny_bert(tokenizer.vocab_size), pooling="ditto",
+                       head="1-2", device="cpu")
+    tolerance = 1e-5 if precision == "fp32" else 2e-2
+    np.testing.assert_allclose(fast.encode(TEXTS), eager.encode(TEXTS), rtol=tolerance,
+                               atol=tolerance)
+    np.testing.assert_allclose(fast.encode(TEXTS), cpu.encode(TEXTS), rtol=100 * tolerance,
+                               atol=100 * tolerance)
