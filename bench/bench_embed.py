@@ -3,6 +3,8 @@ sentences with the same model:
 
 - peer: `SentenceTransformer(model).encode(sentences)` in this process (its default batch size,
   its own length sorting), model load included;
+- sentray's `SentenceEncoder.encode` in this process (same model, pooling and batch size as
+  the job), model load included: the job's compute without Ray;
 - ours: `python jobs/embed.py` as a subprocess, Ray start, model load per actor, reading and
   writing Parquet all included; the output is checked (every id once).
 
@@ -32,6 +34,16 @@ def run_peer(model_path: str, sentences: list[str], batch_size: int) -> float:
     start = time.perf_counter()
     model = SentenceTransformer(model_path, device="cpu")
     vectors = model.encode(sentences, batch_size=batch_size)
+    assert vectors.shape[0] == len(sentences)
+    return time.perf_counter() - start
+
+
+def run_in_process(model: str, sentences: list[str]) -> float:
+    """sentray's encoder without Ray: where the job's time goes besides the model."""
+    from sentray.encoder import EncoderConfig, SentenceEncoder
+
+    start = time.perf_counter()
+    vectors = SentenceEncoder(EncoderConfig(model=model, device="cpu")).encode(sentences)
     assert vectors.shape[0] == len(sentences)
     return time.perf_counter() - start
 
@@ -71,15 +83,19 @@ def main() -> None:
         assert len(ids) == len(sentences) == len(set(ids)), "every id once"
         summary = json.loads((Path(tmp) / "out" / "_summary.json").read_text())
     peer = run_peer(resolve_model(args.model).path, sentences, args.peer_batch_size)
+    in_process = run_in_process(args.model, sentences)
     n = len(sentences)
     print(f"{n} Brown sentences, {args.model}, {os.cpu_count()} CPUs")
     print("| run | seconds | sentences/s |")
     print("|---|---|---|")
     print(f"| sentence-transformers encode (batch {args.peer_batch_size}) | {peer:.1f} | "
           f"{n / peer:.0f} |")
+    print(f"| sentray SentenceEncoder.encode, in-process, no Ray | {in_process:.1f} | "
+          f"{n / in_process:.0f} |")
     print(f"| jobs/embed.py {args.job_args} (Ray start included) | {ours:.1f} | {n / ours:.0f} |")
     print(f"ratio jobs/embed.py / sentence-transformers throughput: {peer / ours:.2f}x "
           "(goal >= 1.2)")
+    print(f"ratio sentray encoder in-process / sentence-transformers: {peer / in_process:.2f}x")
     print(f"job summary: rows_in={summary['rows_in']} rows_out={summary['rows_out']} "
           f"status={summary['status']}")
 

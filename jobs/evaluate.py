@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     out.mkdir(parents=True, exist_ok=True)
     extra: dict = {}
     if args.search_head:
+        if not args.pooling.startswith("ditto"):
+            raise SystemExit(f"error: --search-head chooses a Ditto head; use --pooling ditto "
+                             f"(or ditto_last, ...), not {args.pooling!r}")
         # The search reads every head; the placeholder head only lets the config validate.
         search_config = encoder_config_from_args(args, head=args.head or "0-0")
         grid = sts.search_head(SentenceEncoder(search_config), args.data_dir)

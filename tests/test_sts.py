@@ -129,3 +129,9 @@ def test_evaluate_job_searches_the_head_on_dev(data_dir, tmp_path):
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["head"] == grid["best_head"]
     assert 0 < results["STSBenchmark"] < 100
+
+
+def test_search_head_needs_a_ditto_pooling(data_dir, tmp_path):
+    with pytest.raises(SystemExit, match="--search-head chooses a Ditto head"):
+        load_job("evaluate").main(["--pooling", "mean", "--search-head",
+                                   "--data-dir", str(data_dir), "--out", str(tmp_path)])
