@@ -1,0 +1,122 @@
+"""SIFTER augmentation functions: golden Y/Z examples checked by hand, the dependency fallback,
+triple choice and the corpus filter."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sentray.augment import (
+    AFTER_CAPITALIZED_TAIL,
+    CAPITALIZED_TAIL,
+    TOO_SHORT,
+    Triple,
+    as_sentence,
+    augment,
+    choose_triple,
+    dependency_backbone,
+    filter_reasons,
+    prune_text,
+    row_rng,
+    tidy_spacing,
+)
+
+spacy = pytest.importorskip("spacy", reason="the openie extra is not installed")
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    from sentray.augment import load_spacy
+
+    return load_spacy()
+
+
+# Z by hand: articles (a, an, the), conjunctions (CCONJ, SCONJ) and pronouns go; the rest stays.
+@pytest.mark.parametrize("sentence,pruned", [
+    ("I like apple because it is sweet and delicious.", "like apple is sweet delicious."),
+    ("The cat sat on the mat.", "cat sat on mat."),
+    ("She and I went to the market, but they stayed home.", "went to market, stayed home."),
+    ("Although it rained, the game continued.", "rained, game continued."),
+    ("It is what it is.", "is is."),
+    ("An owl saw a mouse.", "owl saw mouse."),
+])
+def test_pruned_text_golden(nlp, sentence, pruned):
+    assert prune_text(nlp(sentence)) == pruned
+
+
+def test_pruned_text_keeps_the_sentence_when_nothing_would_remain(nlp):
+    assert prune_text(nlp("It and they.")) == "It and they."
+    assert prune_text(nlp("")) == ""
+
+
+@pytest.mark.parametrize("sentence,backbone", [
+    ("The cat sat on the mat.", "Cat sat on."),  # root 'sat', children 'cat', 'on'
+    ("I like apple because it is sweet.", "I like apple is."),
+])
+def test_dependency_backbone_is_root_and_children(nlp, sentence, backbone):
+    assert dependency_backbone(nlp(sentence)) == backbone
+
+
+def test_backbone_from_openie_triple(nlp):
+    sentence = "I like apple because it is sweet and delicious."
+    triples = [Triple("I", "like", "apple")]
+    out = augment(sentence, nlp(sentence), triples)
+    assert out.backbone_text == "I like apple because it is sweet and delicious. I like apple."
+    assert out.backbone_source == "openie" and out.triple == triples[0]
+    assert out.pruned_text == "like apple is sweet delicious."
+
+
+def test_dependency_fallback_when_openie_finds_nothing(nlp):
+    sentence = "The cat sat on the mat."
+    out = augment(sentence, nlp(sentence), [])
+    assert out.backbone_text == "The cat sat on the mat. Cat sat on."
+    assert out.backbone_source == "dependency" and out.triple is None
+
+
+def test_no_backbone_at_all(nlp):
+    out = augment("", nlp(""), [])
+    assert out.backbone_source == "none" and out.backbone_text == ""
+
+
+def test_triple_choice():
+    triples = [Triple("cats", "love", "milk"), Triple("cats", "love", "mice and milk"),
+               Triple("", "x", "y")]
+    assert choose_triple(triples, "longest", random.Random(0)) == triples[1]
+    picks = {choose_triple(triples, "random", row_rng(seed, "f:1")) for seed in range(40)}
+    assert picks == set(triples[:2])  # never the one with an empty subject
+    assert choose_triple(triples, "random", row_rng(7, "f:1")) == choose_triple(
+        triples, "random", row_rng(7, "f:1"))  # seeded per row
+    assert choose_triple([], "random", random.Random(0)) is None
+    with pytest.raises(ValueError, match="random or longest"):
+        choose_triple(triples, "first", random.Random(0))
+
+
+def test_filter_rules():
+    texts = ["One two three.", "Too short.", "He met Mr.", "Smith at noon today.",
+             "It rained all day long.", None, "They saw the Eiffel Tower", "After that it ended."]
+    assert filter_reasons(texts) == [None, TOO_SHORT, CAPITALIZED_TAIL, AFTER_CAPITALIZED_TAIL,
+                                     None, TOO_SHORT, CAPITALIZED_TAIL, AFTER_CAPITALIZED_TAIL]
+    assert filter_reasons(texts, drop_capitalized_tail=False)[2:4] == [None, None]
+    assert filter_reasons(texts, drop_short=False)[1] is None
+
+
+def test_text_helpers():
+    assert tidy_spacing("  a  b , c .") == "a b, c."
+    assert as_sentence(["cats", "love", "milk"]) == "Cats love milk."
+    assert as_sentence(["Is it", "true?"]) == "Is it true?"
+    assert as_sentence(["", " "]) == ""
+
+
+@pytest.mark.slow
+def test_triplet_extract_runs_on_the_repack(nlp):
+    """triplet-extract loads 'en_core_web_sm' by name; the redirect serves the repack."""
+    pytest.importorskip("triplet_extract")
+    from triplet_extract import OpenIEExtractor
+
+    from sentray.augment import spacy_load_redirect
+
+    with spacy_load_redirect():
+        extractor = OpenIEExtractor(nlp=nlp, enable_entailment=False)
+    found = extractor.extract_triplet_objects("Cats love milk.")
+    assert ("Cats", "love", "milk") in {(t.subject, t.relation, t.object) for t in found}
