@@ -21,18 +21,14 @@ import dataclasses
 import json
 import logging
 import posixpath
-import re
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from sentray import storage
+from sentray import parts, storage
 from sentray.corpus import (
     CorpusConfig,
     Source,
@@ -46,7 +42,6 @@ logger = logging.getLogger(__name__)
 
 STATUSES = ("ok", "truncated", "null", "empty", "invalid_utf8")
 EMBEDDED = ("ok", "truncated")
-PART_NAME = re.compile(r"^part-(\d+)-(\d+)-of-(\d+)\.parquet$")
 SUMMARY_FILE = "_summary.json"
 
 
@@ -79,6 +74,11 @@ class EmbedConfig:
 
 def embedding_type(dimension: int) -> pa.DataType:
     return pa.list_(pa.float32(), dimension)
+
+
+def output_schema(dimension: int, id_type: pa.DataType) -> pa.Schema:
+    return pa.schema([("id", id_type), ("embedding", embedding_type(dimension)),
+                      ("status", pa.string()), ("source", pa.string()), ("row", pa.int64())])
 
 
 class EmbedBatch:
@@ -149,128 +149,16 @@ class EmbedBatch:
 # -- output ---------------------------------------------------------------------------------------
 
 
-def part_name(first_row: int, end_row: int, total: int) -> str:
-    return f"part-{first_row:012d}-{end_row:012d}-of-{total:012d}.parquet"
-
-
-def write_part(output: storage.Location, source_key: str, table: pa.Table) -> None:
-    """Write one run of consecutive rows of one source, atomically (a reader never sees half a
-    part: local files are renamed into place, S3 objects appear whole on close)."""
-    rows = table.column("row")
-    first, end = rows[0].as_py(), rows[-1].as_py() + 1
-    total = table.column("source_rows")[0].as_py()
-    assert end - first == table.num_rows, "a part must be a run of consecutive rows"
-    folder = output.join(source_key)
-    final = posixpath.join(folder.path, part_name(first, end, total))
-    output.filesystem.create_dir(folder.path, recursive=True)
-    table = table.drop_columns(["source_rows"])
-    if output.is_s3:
-        pq.write_table(table, final, filesystem=output.filesystem)
-        return
-    temporary = posixpath.join(folder.path, f".tmp-{uuid.uuid4().hex}")
-    pq.write_table(table, temporary, filesystem=output.filesystem)
-    output.filesystem.move(temporary, final)
-
-
-def consecutive_runs(rows: np.ndarray) -> list[tuple[int, int]]:
-    """[start, stop) index ranges of `rows` (sorted) where each row is the previous + 1."""
-    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-    bounds = [0, *breaks.tolist(), len(rows)]
-    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
-
-
-def make_sink(output: storage.Location):
-    from ray.data import Datasink
-
-    class PartSink(Datasink):
-        """Writes each block as per-source runs of consecutive rows."""
-
-        def write(self, blocks, ctx) -> int:
-            written = 0
-            for block in blocks:
-                table = pa.table(block) if not isinstance(block, pa.Table) else block
-                if table.num_rows == 0:
-                    continue
-                for key in table.column("source").unique().to_pylist():
-                    part = table.filter(pc.equal(table.column("source"), key))
-                    part = part.sort_by("row")
-                    for start, stop in consecutive_runs(part.column("row").to_numpy()):
-                        write_part(output, key, part.slice(start, stop - start))
-                        written += stop - start
-            return written
-
-        def on_write_complete(self, write_result) -> None:
-            logger.info("wrote %d rows", write_result.num_rows)
-
-    return PartSink()
-
-
-def completed_rows(output: storage.Location, source_key: str) -> tuple[int, int | None]:
-    """(rows covered, source rows) from the part names of one source's folder; rows covered is
-    -1 when the parts do not tile [0, rows) exactly (a run that died half-way)."""
-    folder = output.join(source_key)
-    try:
-        infos = output.filesystem.get_file_info(pafs.FileSelector(folder.path))
-    except FileNotFoundError:
-        return 0, None
-    ranges, totals = [], set()
-    for info in infos:
-        match = PART_NAME.match(posixpath.basename(info.path))
-        if match:
-            first, end, total = map(int, match.groups())
-            ranges.append((first, end))
-            totals.add(total)
-    if not ranges:
-        return 0, None
-    ranges.sort()
-    position = 0
-    for first, end in ranges:
-        if first != position:
-            return -1, None
-        position = end
-    if len(totals) != 1:
-        return -1, None
-    return position, totals.pop()
-
-
-def is_complete(output: storage.Location, source: Source) -> bool:
-    covered, total = completed_rows(output, source.key)
-    if total is None or covered != total:
-        return False
-    return source.num_rows is None or source.num_rows == total
-
-
-def remove_source_output(output: storage.Location, source_key: str) -> None:
-    folder = output.join(source_key)
-    if storage.exists(folder):
-        output.filesystem.delete_dir(folder.path)
-
-
-def write_empty_source(output: storage.Location, source: Source, dimension: int,
-                       id_type: pa.DataType) -> None:
-    """A 0-row input still gets its (empty) part, so that it counts as done."""
-    schema = pa.schema([("id", id_type), ("embedding", embedding_type(dimension)),
-                        ("status", pa.string()), ("source", pa.string()), ("row", pa.int64())])
-    folder = output.join(source.key)
-    output.filesystem.create_dir(folder.path, recursive=True)
-    pq.write_table(schema.empty_table(), posixpath.join(folder.path, part_name(0, 0, 0)),
-                   filesystem=output.filesystem)
-
-
 def summarize(output: storage.Location, sources: list[Source]) -> dict:
     """Row accounting over the whole output: per status, and rows in == rows out per source."""
     counts = dict.fromkeys(STATUSES, 0)
     rows_in = rows_out = 0
-    incomplete = []
+    incomplete = parts.incomplete_sources([output], sources)
     for source in sources:
-        covered, total = completed_rows(output, source.key)
-        if total is None or covered != total:
-            incomplete.append(source.uri)
+        if source.uri in incomplete:
             continue
-        rows_in += total
-        folder = output.join(source.key)
-        dataset = pq.ParquetDataset(folder.path, filesystem=output.filesystem)
-        statuses = dataset.read(columns=["status"]).column("status").to_pylist()
+        rows_in += parts.completed_rows([output], source.key)[1]
+        statuses = parts.read_column(output, source.key, "status")
         rows_out += len(statuses)
         for status in statuses:
             counts[status] = counts.get(status, 0) + 1
@@ -292,9 +180,9 @@ def run_embedding(config: EmbedConfig) -> dict:
     output.filesystem.create_dir(output.path, recursive=True)
     todo = []
     for source in sources:
-        if is_complete(output, source):
+        if parts.is_complete([output], source):
             continue
-        remove_source_output(output, source.key)
+        parts.remove_source_output([output], source.key)
         todo.append(source)
     logger.info("%d input files, %d already done, %d to embed", len(sources),
                 len(sources) - len(todo), len(todo))
@@ -311,7 +199,7 @@ def run_embedding(config: EmbedConfig) -> dict:
                 with source.filesystem.open_input_file(source.path) as handle:
                     schema = pq.read_schema(handle)
                 id_type = schema.field(config.corpus.id_column).type
-            write_empty_source(output, source, dimension, id_type)
+            parts.write_empty_source(output, source, output_schema(dimension, id_type))
 
     started_local = False
     if todo:
@@ -332,7 +220,7 @@ def run_embedding(config: EmbedConfig) -> dict:
                 num_gpus=config.num_gpus or None,
                 num_cpus=config.cpus_per_actor,
             )
-            dataset.write_datasink(make_sink(output))
+            dataset.write_datasink(parts.make_sink(parts.SingleFolder(output)))
         finally:
             if started_local:
                 ray.shutdown()
