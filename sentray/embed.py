@@ -17,10 +17,8 @@ status, source, row.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import posixpath
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -28,13 +26,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sentray import parts, storage
+from sentray import parts, pipeline, storage
 from sentray.corpus import (
     CorpusConfig,
     Source,
-    corpus_datasource,
     discover_sources,
-    read_tasks,
 )
 from sentray.encoder import EncoderConfig, SentenceEncoder
 
@@ -42,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 STATUSES = ("ok", "truncated", "null", "empty", "invalid_utf8")
 EMBEDDED = ("ok", "truncated")
-SUMMARY_FILE = "_summary.json"
 
 
 @dataclass(frozen=True)
@@ -62,14 +57,14 @@ class EmbedConfig:
     def __post_init__(self) -> None:
         if not self.output:
             raise ValueError("no output given")
-        if self.actors < 1:
-            raise ValueError(f"actors must be >= 1, got {self.actors}")
-        if self.num_gpus < 0 or self.cpus_per_actor <= 0:
-            raise ValueError("num_gpus must be >= 0 and cpus_per_actor > 0")
-        if self.rows_per_batch < 1:
-            raise ValueError(f"rows_per_batch must be >= 1, got {self.rows_per_batch}")
+        _ = self.pool  # builds, so validates, the actor-pool fields
         if self.num_gpus > 0 and self.encoder.device == "cpu":
             raise ValueError("num_gpus > 0 but the encoder device is cpu")
+
+    @property
+    def pool(self) -> pipeline.ActorPoolConfig:
+        return pipeline.ActorPoolConfig(self.actors, self.num_gpus, self.cpus_per_actor,
+                                        self.rows_per_batch, self.address, self.num_cpus)
 
 
 def embedding_type(dimension: int) -> pa.DataType:
@@ -168,25 +163,12 @@ def summarize(output: storage.Location, sources: list[Source]) -> dict:
 
 def run_embedding(config: EmbedConfig) -> dict:
     """Embed every row of the corpus into `config.output`; returns the summary."""
-    import ray
-    from ray.data import ActorPoolStrategy
-
-    from sentray.runtime import init_ray
-
     started = time.perf_counter()
     # Validates every file before Ray starts; the output folder is never read as input.
     sources = discover_sources(config.corpus, exclude=config.output)
     output = storage.locate(config.output, config.corpus.s3_endpoint)
     output.filesystem.create_dir(output.path, recursive=True)
-    todo = []
-    for source in sources:
-        if parts.is_complete([output], source):
-            continue
-        parts.remove_source_output([output], source.key)
-        todo.append(source)
-    logger.info("%d input files, %d already done, %d to embed", len(sources),
-                len(sources) - len(todo), len(todo))
-
+    todo = pipeline.pending_sources(sources, [output])
     empty = [s for s in todo if s.num_rows == 0]
     todo = [s for s in todo if s.num_rows != 0]
     if empty:
@@ -200,30 +182,10 @@ def run_embedding(config: EmbedConfig) -> dict:
                     schema = pq.read_schema(handle)
                 id_type = schema.field(config.corpus.id_column).type
             parts.write_empty_source(output, source, output_schema(dimension, id_type))
-
-    started_local = False
     if todo:
-        started_local = init_ray(config.address, num_cpus=config.num_cpus)
-        try:
-            # A read task's blocks all reach a single actor; the streaming repartition hands
-            # blocks of rows_per_batch rows to whichever actor is free.
-            corpus = dataclasses.replace(config.corpus, rows_per_block=config.rows_per_batch)
-            dataset = ray.data.read_datasource(
-                corpus_datasource(todo, corpus), override_num_blocks=len(read_tasks(todo, corpus)))
-            dataset = dataset.repartition(target_num_rows_per_block=config.rows_per_batch)
-            dataset = dataset.map_batches(
-                EmbedBatch,
-                fn_constructor_kwargs={"encoder_config": config.encoder},
-                batch_size=config.rows_per_batch,
-                batch_format="pyarrow",
-                compute=ActorPoolStrategy(size=config.actors),
-                num_gpus=config.num_gpus or None,
-                num_cpus=config.cpus_per_actor,
-            )
-            dataset.write_datasink(parts.make_sink(parts.SingleFolder(output)))
-        finally:
-            if started_local:
-                ray.shutdown()
+        pipeline.run_actor_pool(todo, config.corpus, EmbedBatch,
+                                {"encoder_config": config.encoder},
+                                parts.SingleFolder(output), config.pool)
 
     summary = summarize(output, sources)
     summary["seconds"] = round(time.perf_counter() - started, 2)
@@ -231,6 +193,5 @@ def run_embedding(config: EmbedConfig) -> dict:
     summary["config"] = json.loads(json.dumps(asdict(config), default=str))
     if summary["incomplete_sources"] or summary["rows_in"] != summary["rows_out"]:
         raise RuntimeError(f"row accounting failed: {json.dumps(summary)}")
-    with output.filesystem.open_output_stream(posixpath.join(output.path, SUMMARY_FILE)) as out:
-        out.write(json.dumps(summary, indent=1).encode())
+    pipeline.write_summary(output, summary)
     return summary
