@@ -11,20 +11,33 @@ Strategy for Enhancing Sentence Embeddings", section "Data augmentation"):
 Plus the paper's corpus filter: sentences of fewer than 3 words, and a sentence whose last word
 is capitalized together with the sentence after it, are dropped (each rule switchable).
 
-The functions here take spaCy `Doc`s and triples and are pure; the Ray Data job lives in
-`jobs/augment.py` (not yet written: see the README's "SIFTER augmentation" status).
+The functions on top take spaCy `Doc`s and triples and are pure; `AugmentBatch` wraps them as
+a Ray Data callable class and `run_augmentation` is the job behind `jobs/augment.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
+import json
+import logging
 import random
 import re
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sentray import parts, pipeline, storage
+from sentray.corpus import CorpusConfig, Source, discover_sources
+from sentray.pipeline import ActorPoolConfig
+
+logger = logging.getLogger(__name__)
 
 ARTICLES = frozenset({"a", "an", "the"})
 USELESS_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
@@ -154,20 +167,24 @@ def last_word_is_capitalized(text: str) -> bool:
     return bool(word) and word[0].isupper()
 
 
-def filter_reasons(texts: Sequence[str | None], *, min_words: int = 3, drop_short: bool = True,
-                   drop_capitalized_tail: bool = True) -> list[str | None]:
+def filter_reason(text: str | None, previous_text: str | None, *, min_words: int = 3,
+                  drop_short: bool = True, drop_capitalized_tail: bool = True) -> str | None:
+    """Why one sentence is dropped, given the sentence before it in file order, or None."""
+    text = text or ""
+    if drop_capitalized_tail and previous_text and last_word_is_capitalized(previous_text):
+        return AFTER_CAPITALIZED_TAIL
+    if drop_capitalized_tail and last_word_is_capitalized(text):
+        return CAPITALIZED_TAIL
+    if drop_short and len(text.split()) < min_words:
+        return TOO_SHORT
+    return None
+
+
+def filter_reasons(texts: Sequence[str | None], **rules) -> list[str | None]:
     """Why each sentence (in file order) is dropped, or None to keep it. A sentence whose last
     word is capitalized is dropped with the one after it (likely a wrong sentence split)."""
-    reasons: list[str | None] = [None] * len(texts)
-    for i, text in enumerate(texts):
-        text = text or ""
-        if drop_capitalized_tail and last_word_is_capitalized(text):
-            reasons[i] = reasons[i] or CAPITALIZED_TAIL
-            if i + 1 < len(texts):
-                reasons[i + 1] = AFTER_CAPITALIZED_TAIL
-        if reasons[i] is None and drop_short and len(text.split()) < min_words:
-            reasons[i] = TOO_SHORT
-    return reasons
+    return [filter_reason(text, texts[i - 1] if i else None, **rules)
+            for i, text in enumerate(texts)]
 
 
 # -- spaCy ----------------------------------------------------------------------------------------
@@ -214,3 +231,186 @@ def spacy_load_redirect():
         yield
     finally:
         spacy.load = original
+
+
+# -- the Ray Data job -----------------------------------------------------------------------------
+
+READ_REJECTS = ("invalid_utf8", "null", "empty")
+OUTPUT_COLUMNS = ("id", "text", "backbone_text", "pruned_text", "subject", "relation", "object",
+                  "backbone_source", "source", "row", "source_rows")
+REJECT_COLUMNS = ("id", "text", "reject_reason", "source", "row", "source_rows")
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    """The augmentation job. Validated on construction, before Ray starts."""
+
+    corpus: CorpusConfig
+    output: str
+    rejects: str | None = None  # rejected rows with their reason; default: OUTPUT-rejects
+    backend: Literal["spacy"] = "spacy"
+    spacy_model: str = SPACY_MODEL
+    triple_choice: TripleChoice = "random"
+    seed: int = 0  # the random triple choice is seeded per (seed, row id)
+    min_words: int = 3
+    drop_short: bool = True
+    drop_capitalized_tail: bool = True
+    max_parse_chars: int = 1000  # longer texts are parsed from a truncated copy
+    openie_entailment: bool = False  # triplet-extract's entailment stage (much slower)
+    pool: ActorPoolConfig = field(default_factory=ActorPoolConfig)
+
+    def __post_init__(self) -> None:
+        if not self.output:
+            raise ValueError("no output given")
+        if self.backend != "spacy":
+            raise ValueError(f"backend must be 'spacy', got {self.backend!r}")
+        if self.triple_choice not in ("random", "longest"):
+            raise ValueError(f"triple choice must be random or longest, got "
+                             f"{self.triple_choice!r}")
+        if self.min_words < 1 or self.max_parse_chars < 10:
+            raise ValueError("min_words must be >= 1 and max_parse_chars >= 10")
+        if self.rejects is None:
+            object.__setattr__(self, "rejects", self.output.rstrip("/") + "-rejects")
+        if self.rejects.rstrip("/") == self.output.rstrip("/"):
+            raise ValueError("rejects and output must be different folders")
+        if not self.corpus.with_previous_text:  # the capitalized-last-word rule needs it
+            object.__setattr__(self, "corpus",
+                               dataclasses.replace(self.corpus, with_previous_text=True))
+
+
+class AugmentBatch:
+    """Ray Data callable class: spaCy and the OpenIE extractor load once per actor; each call
+    turns a batch of numbered rows into X/Y/Z rows or rejects (one `reject_reason` column)."""
+
+    def __init__(self, config: AugmentConfig) -> None:
+        self.config = config
+        self.nlp = load_spacy(config.spacy_model)
+        from triplet_extract import OpenIEExtractor
+
+        with spacy_load_redirect():
+            self.extractor = OpenIEExtractor(nlp=self.nlp,
+                                             enable_entailment=config.openie_entailment)
+        self.openie_errors = 0
+
+    def triples(self, text: str) -> list[Triple]:
+        try:
+            found = self.extractor.extract_triplet_objects(text)
+        except Exception:  # a parser corner case must not lose the row: fall back instead
+            self.openie_errors += 1
+            logger.warning("OpenIE failed on %r; using the dependency backbone", text[:80])
+            return []
+        return [Triple(t.subject, t.relation, t.object) for t in found]
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        config = self.config
+        texts = batch.column("text").to_pylist()
+        previous = batch.column("previous_text").to_pylist()
+        errors = batch.column("read_error").to_pylist()
+        ids = batch.column("id").to_pylist()
+        n = len(texts)
+        reasons: list[str | None] = [None] * n
+        for i in range(n):
+            if errors[i] is not None:
+                reasons[i] = errors[i]
+            elif texts[i] is None:
+                reasons[i] = "null"
+            elif not texts[i].strip():
+                reasons[i] = "empty"
+            else:
+                reasons[i] = filter_reason(texts[i], previous[i], min_words=config.min_words,
+                                           drop_short=config.drop_short,
+                                           drop_capitalized_tail=config.drop_capitalized_tail)
+        keep = [i for i in range(n) if reasons[i] is None]
+        out = {name: [None] * n for name in ("backbone_text", "pruned_text", "subject",
+                                               "relation", "object", "backbone_source")}
+        parsed = [texts[i][:config.max_parse_chars] for i in keep]
+        for i, head, doc in zip(keep, parsed, self.nlp.pipe(parsed, batch_size=64), strict=True):
+            tail = texts[i][len(head):]  # kept verbatim when the parse saw a truncated copy
+            result = augment(texts[i], doc, self.triples(head), choice=config.triple_choice,
+                             rng=row_rng(config.seed, str(ids[i])))
+            out["backbone_text"][i] = result.backbone_text
+            out["pruned_text"][i] = tidy_spacing(result.pruned_text + tail) if tail else (
+                result.pruned_text)
+            if result.triple is not None:
+                out["subject"][i] = result.triple.subject
+                out["relation"][i] = result.triple.relation
+                out["object"][i] = result.triple.object
+            out["backbone_source"][i] = result.backbone_source
+        columns = {"id": batch.column("id"), "text": batch.column("text")}
+        columns.update({name: pa.array(values, pa.string()) for name, values in out.items()})
+        columns["reject_reason"] = pa.array(reasons, pa.string())
+        for name in ("source", "row", "source_rows"):
+            columns[name] = batch.column(name)
+        return pa.table(columns)
+
+
+class SplitOutputAndRejects:
+    """Route: kept rows to the output folder, rejected ones (with their reason) to rejects."""
+
+    def __init__(self, output: storage.Location, rejects: storage.Location) -> None:
+        self.output, self.rejects = output, rejects
+
+    def __call__(self, table: pa.Table):
+        rejected = pc.is_valid(table.column("reject_reason"))
+        return [(self.output, table.filter(pc.invert(rejected)).select(list(OUTPUT_COLUMNS))),
+                (self.rejects, table.filter(rejected).select(list(REJECT_COLUMNS)))]
+
+
+def output_schema(id_type: pa.DataType) -> pa.Schema:
+    return pa.schema([("id", id_type)] + [(c, pa.string()) for c in OUTPUT_COLUMNS[1:-3]]
+                     + [("source", pa.string()), ("row", pa.int64())])
+
+
+def summarize(output: storage.Location, rejects: storage.Location,
+              sources: Sequence[Source]) -> dict:
+    """Rows in; rows out; rejected rows by reason; backbones by source; every row once."""
+    incomplete = parts.incomplete_sources([output, rejects], sources)
+    rows_in = rows_out = 0
+    rejected: dict[str, int] = {}
+    backbones = {"openie": 0, "dependency": 0, "none": 0}
+    for source in sources:
+        if source.uri in incomplete:
+            continue
+        rows_in += parts.completed_rows([output, rejects], source.key)[1]
+        kept = parts.read_column(output, source.key, "backbone_source")
+        rows_out += len(kept)
+        for value in kept:
+            backbones[value] = backbones.get(value, 0) + 1
+        for reason in parts.read_column(rejects, source.key, "reject_reason"):
+            rejected[reason] = rejected.get(reason, 0) + 1
+    return {"sources": len(sources), "incomplete_sources": incomplete, "rows_in": rows_in,
+            "rows_out": rows_out, "rows_rejected": sum(rejected.values()),
+            "rejected_by_reason": rejected, "backbone_source": backbones,
+            "triples_found": backbones["openie"]}
+
+
+def run_augmentation(config: AugmentConfig) -> dict:
+    """X/Y/Z for every kept row of the corpus into `config.output`, rejects with their reason
+    into `config.rejects`; returns the summary (also written as OUTPUT/_summary.json)."""
+    started = time.perf_counter()
+    sources = discover_sources(config.corpus, exclude=[config.output, config.rejects])
+    output = storage.locate(config.output, config.corpus.s3_endpoint)
+    rejects = storage.locate(config.rejects, config.corpus.s3_endpoint)
+    for folder in (output, rejects):
+        folder.filesystem.create_dir(folder.path, recursive=True)
+    todo = pipeline.pending_sources(sources, [output, rejects])
+    empty = [s for s in todo if s.num_rows == 0]
+    todo = [s for s in todo if s.num_rows != 0]
+    for source in empty:
+        parts.write_empty_source(output, source, output_schema(pa.string()))
+    if todo:
+        load_spacy(config.spacy_model)  # fail here, not in every actor, when the model is missing
+        pipeline.run_actor_pool(todo, config.corpus, AugmentBatch, {"config": config},
+                                SplitOutputAndRejects(output, rejects), config.pool)
+    seconds = time.perf_counter() - started
+    summary = summarize(output, rejects, sources)
+    summary["processed_this_run"] = [s.uri for s in empty + todo]
+    summary["seconds"] = round(seconds, 2)
+    rows_this_run = sum(parts.completed_rows([output, rejects], s.key)[1] or 0 for s in todo)
+    summary["sentences_per_second"] = round(rows_this_run / seconds, 1) if todo else None
+    summary["config"] = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    if summary["incomplete_sources"] or (
+            summary["rows_in"] != summary["rows_out"] + summary["rows_rejected"]):
+        raise RuntimeError(f"row accounting failed: {json.dumps(summary)}")
+    pipeline.write_summary(output, summary)
+    return summary

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from sentray.corpus import CorpusConfig
 from sentray.encoder import EncoderConfig
 from sentray.models import DEFAULT_MODEL
 from sentray.pooling import ALIASES, POOLINGS
@@ -41,6 +42,55 @@ def add_encoder_args(parser: argparse.ArgumentParser, *, batch_size: int = 32) -
     group.add_argument("--ditto-impl", default="auto", choices=["auto", "fast", "eager"],
                        help="fast: one head recomputed on SDPA (BERT family); eager: attention "
                             "maps (default: %(default)s)")
+
+
+def sample_corpus() -> str:
+    """The bundled 1,000-sentence Brown sample (the jobs' default input)."""
+    from importlib import resources
+
+    return str(resources.files("sentray") / "data" / "sample.txt")
+
+
+def add_corpus_args(parser: argparse.ArgumentParser, *, default_output: str) -> None:
+    io = parser.add_argument_group("input and output")
+    io.add_argument("--input", default=None,
+                    help="file or folder (local or s3://), comma-separated for several "
+                         "(default: the bundled 1,000-sentence Brown sample)")
+    io.add_argument("--output", default=default_output,
+                    help="output folder, local or s3:// (default: %(default)s)")
+    io.add_argument("--text-column", default="text", help="Parquet text column (default: text)")
+    io.add_argument("--id-column", default=None,
+                    help="Parquet id column (default: ids are <file>:<row>)")
+    io.add_argument("--format", default="auto", choices=["auto", "parquet", "text"],
+                    help="input format (default: by suffix: .parquet/.pq, .txt/.text)")
+    io.add_argument("--s3-endpoint", default=None,
+                    help="S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)")
+
+
+def corpus_config_from_args(args: argparse.Namespace) -> CorpusConfig:
+    return CorpusConfig(input=args.input or sample_corpus(), text_column=args.text_column,
+                        id_column=args.id_column, format=args.format,
+                        s3_endpoint=args.s3_endpoint)
+
+
+def add_pool_args(parser: argparse.ArgumentParser, *, actors: int, rows_per_batch: int,
+                  gpus: bool = False) -> None:
+    group = parser.add_argument_group("ray")
+    group.add_argument("--actors", type=int, default=actors,
+                       help="actors in the pool (default: %(default)s)")
+    if gpus:
+        group.add_argument("--num-gpus", type=float, default=0.0,
+                           help="GPUs per actor (default: 0, CPU)")
+    group.add_argument("--cpus-per-actor", type=float, default=1.0,
+                       help="CPUs per actor (default: %(default)s)")
+    group.add_argument("--rows-per-batch", type=int, default=rows_per_batch,
+                       help="rows per actor call (default: %(default)s)")
+    group.add_argument("--address", default=None,
+                       help="Ray cluster address (default: $RAY_ADDRESS, else a local cluster "
+                            "bound to 127.0.0.1)")
+    group.add_argument("--num-cpus", type=int, default=None,
+                       help="logical CPUs of a local cluster (default: actors x cpus-per-actor "
+                            "+ 2, so readers never starve)")
 
 
 def encoder_config_from_args(args: argparse.Namespace, **overrides) -> EncoderConfig:

@@ -14,7 +14,7 @@ import hashlib
 import logging
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -45,6 +45,7 @@ class CorpusConfig:
     s3_endpoint: str | None = None  # S3-compatible endpoint (default: $AWS_ENDPOINT_URL)
     rows_per_read_task: int = 200_000  # Parquet row groups are grouped up to about this many rows
     rows_per_block: int = 1024  # rows per emitted block (the unit handed to one actor call)
+    with_previous_text: bool = False  # add `previous_text`: the text of the row before, in file order
 
     def __post_init__(self) -> None:
         if not self.input:
@@ -121,10 +122,12 @@ def _is_empty_text(source: Source, size: int | None) -> bool:
         return not decode_lines(handle.read())[0]
 
 
-def discover_sources(config: CorpusConfig, exclude: str | None = None) -> list[Source]:
+def discover_sources(config: CorpusConfig, exclude: Sequence[str] = ()) -> list[Source]:
     """Every input file, validated (readable, has the columns), in a stable order. Files below
-    `exclude` (the job's output folder) are never inputs."""
-    excluded = storage.locate(exclude, config.s3_endpoint) if exclude else None
+    the folders in `exclude` (the job's own outputs) are never inputs."""
+    if isinstance(exclude, str):
+        exclude = [exclude]
+    excluded = [storage.locate(path, config.s3_endpoint) for path in exclude if path]
     sources: list[Source] = []
     for uri in (u.strip() for u in config.input.split(",") if u.strip()):
         location = storage.locate(uri, config.s3_endpoint)
@@ -184,20 +187,26 @@ def decode_lines(data: bytes) -> tuple[list[str | None], list[str | None]]:
 
 
 def _records(source: Source, first_row: int, texts: pa.Array, errors: pa.Array,
-             ids: pa.Array | None, total: int) -> pa.Table:
+             ids: pa.Array | None, total: int, previous: str | None | bool = False) -> pa.Table:
+    """One block. `previous` is the text of the row before `first_row` (None at the start of a
+    file, or when undecodable); False leaves the previous_text column out."""
     n = len(texts)
     rows = pa.array(range(first_row, first_row + n), type=pa.int64())
     if ids is None:
         ids = pa.array([f"{source.name}:{r}" for r in range(first_row, first_row + n)],
                        type=pa.string())
-    return pa.table({
+    columns = {
         "id": ids,
         "text": texts,
         "read_error": errors,
         "source": pa.array([source.key] * n, type=pa.string()),
         "row": rows,
         "source_rows": pa.array([total] * n, type=pa.int64()),
-    })
+    }
+    if previous is not False:
+        columns["previous_text"] = pa.concat_arrays(
+            [pa.array([previous], pa.string()), texts.slice(0, max(n - 1, 0))]).slice(0, n)
+    return pa.table(columns)
 
 
 def _text_column(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
@@ -224,15 +233,17 @@ def _text_column(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
     return pa.array(texts, pa.string()), pa.array(errors, pa.string())
 
 
-def read_text_source(source: Source, lines_per_block: int = 1024) -> Iterator[pa.Table]:
+def read_text_source(source: Source, lines_per_block: int = 1024,
+                     with_previous_text: bool = False) -> Iterator[pa.Table]:
     with source.filesystem.open_input_stream(source.path) as handle:
         data = handle.read()
     texts, errors = decode_lines(data)
     total = len(texts)
     for start in range(0, total, lines_per_block):
         stop = min(start + lines_per_block, total)
+        previous = (texts[start - 1] if start else None) if with_previous_text else False
         yield _records(source, start, pa.array(texts[start:stop], pa.string()),
-                       pa.array(errors[start:stop], pa.string()), None, total)
+                       pa.array(errors[start:stop], pa.string()), None, total, previous)
 
 
 def read_parquet_source(source: Source, row_groups: list[int], first_row: int,
@@ -241,12 +252,20 @@ def read_parquet_source(source: Source, row_groups: list[int], first_row: int,
     with source.filesystem.open_input_file(source.path) as handle:
         parquet = pq.ParquetFile(handle)
         row = first_row
+        previous: str | None | bool = False
+        if config.with_previous_text:
+            previous = None
+            if row_groups and row_groups[0] > 0:  # the last row of the row group before
+                before = parquet.read_row_group(row_groups[0] - 1, columns=[config.text_column])
+                previous = _text_column(before.column(config.text_column))[0][-1].as_py()
         for batch in parquet.iter_batches(batch_size=config.rows_per_block,
                                           row_groups=row_groups, columns=columns):
             table = pa.Table.from_batches([batch])
             texts, errors = _text_column(table.column(config.text_column))
             ids = table.column(config.id_column).combine_chunks() if config.id_column else None
-            yield _records(source, row, texts, errors, ids, source.num_rows)
+            yield _records(source, row, texts, errors, ids, source.num_rows, previous)
+            if config.with_previous_text and len(texts):
+                previous = texts[-1].as_py()
             row += table.num_rows
 
 
@@ -281,7 +300,8 @@ def corpus_datasource(sources: list[Source], config: CorpusConfig):
 
     def make_read_fn(source: Source, row_groups: list[int], first_row: int):
         if source.format == "text":
-            return lambda: read_text_source(source, config.rows_per_block)
+            return lambda: read_text_source(source, config.rows_per_block,
+                                            config.with_previous_text)
         return lambda: read_parquet_source(source, row_groups, first_row, config)
 
     class CorpusDatasource(Datasource):

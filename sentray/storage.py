@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -70,10 +71,11 @@ def exists(location: Location) -> bool:
 
 
 def list_files(location: Location, suffixes: tuple[str, ...],
-               exclude: Location | None = None) -> list[pafs.FileInfo]:
+               exclude: Sequence[Location] = ()) -> list[pafs.FileInfo]:
     """The files (filesystem-relative paths, sizes) at `location`: the file itself, or every file
     below the folder whose name ends with one of `suffixes`, sorted. Hidden and `_` files are
-    skipped, as pyarrow does, and so is everything below `exclude` (a job's own output)."""
+    skipped, as pyarrow does, and so is everything below the `exclude` folders (a job's own
+    outputs)."""
     info = location.filesystem.get_file_info(location.path)
     if info.type == pafs.FileType.File:
         return [info]
@@ -85,7 +87,7 @@ def list_files(location: Location, suffixes: tuple[str, ...],
         name = posixpath.basename(item.path)
         if item.type != pafs.FileType.File or name.startswith((".", "_")):
             continue
-        if exclude is not None and (item.path + "/").startswith(exclude.path.rstrip("/") + "/"):
+        if any((item.path + "/").startswith(e.path.rstrip("/") + "/") for e in exclude):
             continue
         if name.lower().endswith(suffixes):
             files.append(item)

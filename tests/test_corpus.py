@@ -375,3 +375,26 @@ def test_read_empty_text_source(tmp_path):
     path.write_bytes(b"")
     sources = discover_sources(CorpusConfig(input=str(path)))
     assert list(read_text_source(sources[0])) == []
+
+
+def test_previous_text_follows_file_order_across_blocks_and_tasks(tmp_path):
+    """`previous_text` is the text of the row before in the file, also across blocks and read
+    tasks (the corpus filter's capitalized-last-word rule needs it)."""
+    import pyarrow.parquet as pq_module
+
+    texts = [f"line {i}" for i in range(23)]
+    (tmp_path / "a.txt").write_text("\n".join(texts) + "\n")
+    pq_module.write_table(pa.table({"text": texts}), tmp_path / "b.parquet", row_group_size=4)
+    config = CorpusConfig(input=str(tmp_path), rows_per_block=5, rows_per_read_task=8,
+                          with_previous_text=True)
+    for source in discover_sources(config):
+        got = {}
+        for task_source, groups, first in read_tasks([source], config):
+            blocks = (read_text_source(task_source, 5, True) if task_source.format == "text"
+                      else read_parquet_source(task_source, groups, first, config))
+            for block in blocks:
+                got.update(zip(block.column("row").to_pylist(),
+                               block.column("previous_text").to_pylist(), strict=True))
+        assert [got[r] for r in range(23)] == [None] + texts[:-1], source.name
+    plain = next(read_text_source(discover_sources(config)[0], 5))
+    assert "previous_text" not in plain.column_names
