@@ -74,29 +74,28 @@ def _hub_error(name: str, exc: Exception) -> OSError:
         f"packaged name, or run where the Hub is reachable. Cause: {type(exc).__name__}: {exc}")
 
 
-def load_config(name: str):
-    """The model's `transformers` config (cheap: reads config.json only)."""
-    from transformers import AutoConfig
-
+def _from_pretrained(auto_class, name: str, **kwargs):
+    """`auto_class.from_pretrained` on the resolved path; a Hub failure says what was tried."""
     resolved = resolve_model(name)
     try:
-        return AutoConfig.from_pretrained(resolved.path)
+        return auto_class.from_pretrained(resolved.path, **kwargs)
     except OSError as exc:
         if resolved.is_local:
             raise
         raise _hub_error(name, exc) from exc
+
+
+def load_config(name: str):
+    """The model's `transformers` config (cheap: reads config.json only)."""
+    from transformers import AutoConfig
+
+    return _from_pretrained(AutoConfig, name)
 
 
 def load_tokenizer(name: str):
     from transformers import AutoTokenizer
 
-    resolved = resolve_model(name)
-    try:
-        return AutoTokenizer.from_pretrained(resolved.path)
-    except OSError as exc:
-        if resolved.is_local:
-            raise
-        raise _hub_error(name, exc) from exc
+    return _from_pretrained(AutoTokenizer, name)
 
 
 def load_encoder(
@@ -113,13 +112,7 @@ def load_encoder(
     """
     from transformers import AutoModel
 
-    resolved = resolve_model(name)
-    try:
-        model = AutoModel.from_pretrained(resolved.path, attn_implementation=attn_implementation)
-    except OSError as exc:
-        if resolved.is_local:
-            raise
-        raise _hub_error(name, exc) from exc
+    model = _from_pretrained(AutoModel, name, attn_implementation=attn_implementation)
     return model.to(device).eval()
 
 

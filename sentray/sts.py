@@ -115,31 +115,31 @@ def load_sts_year(data_dir: Path, year: str) -> PairSet:
     return PairSet(year, first, second, np.asarray(gold))
 
 
-def load_sts_benchmark(data_dir: Path, split: str = "test") -> PairSet:
-    path = _need(data_dir / "STS" / "STSBenchmark" / f"sts-{split}.csv")
+def _tab_separated_pairs(name: str, path: Path, columns: tuple[int, int, int],
+                         skip_header: bool) -> PairSet:
+    """Pairs from a tab-separated file; `columns` = (first, second, gold) field indices."""
+    a, b, g = columns
     first, second, gold = [], [], []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        fields = line.strip().split("\t")
-        if len(fields) < 7:
-            continue
-        gold.append(float(fields[4]))
-        first.append(_words(fields[5]))
-        second.append(_words(fields[6]))
-    return PairSet(f"STSBenchmark-{split}", first, second, np.asarray(gold))
+    lines = path.read_text(encoding="utf-8").splitlines()[int(skip_header):]
+    for fields in (line.strip().split("\t") for line in lines):
+        if len(fields) > max(columns):
+            first.append(_words(fields[a]))
+            second.append(_words(fields[b]))
+            gold.append(float(fields[g]))
+    return PairSet(name, first, second, np.asarray(gold))
+
+
+def load_sts_benchmark(data_dir: Path, split: str = "test") -> PairSet:
+    """sts-{split}.csv: genre, file, year, id, score, sentence1, sentence2."""
+    path = _need(data_dir / "STS" / "STSBenchmark" / f"sts-{split}.csv")
+    return _tab_separated_pairs(f"STSBenchmark-{split}", path, (5, 6, 4), skip_header=False)
 
 
 def load_sick_relatedness(data_dir: Path, split: str = "test") -> PairSet:
+    """SICK: pair_ID, sentence_A, sentence_B, relatedness_score, ... (with a header)."""
     name = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
     path = _need(data_dir / "SICK" / name[split])
-    first, second, gold = [], [], []
-    for line in path.read_text(encoding="utf-8").splitlines()[1:]:  # header
-        fields = line.strip().split("\t")
-        if len(fields) < 4:
-            continue
-        first.append(_words(fields[1]))
-        second.append(_words(fields[2]))
-        gold.append(float(fields[3]))
-    return PairSet(f"SICKRelatedness-{split}", first, second, np.asarray(gold))
+    return _tab_separated_pairs(f"SICKRelatedness-{split}", path, (1, 2, 3), skip_header=True)
 
 
 def load_task(task: str, data_dir: str | os.PathLike | None) -> PairSet:
