@@ -32,8 +32,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rejects", default=None,
                         help="folder for rejected rows and their reason (default: OUTPUT-rejects)")
     sifter = parser.add_argument_group("augmentation")
-    sifter.add_argument("--backend", default="spacy", choices=["spacy"],
-                        help="spacy: spaCy en_core_web_sm + triplet-extract OpenIE (offline)")
+    sifter.add_argument("--backend", default="spacy", choices=["spacy", "corenlp"],
+                        help="spacy: spaCy en_core_web_sm + triplet-extract OpenIE (offline); "
+                             "corenlp: Stanford CoreNLP's OpenIE and parser via stanza, a server "
+                             "per node (CORENLP_HOME) (default: spacy)")
+    sifter.add_argument("--corenlp-url", default="http://localhost:9000",
+                        help="the CoreNLP server on each node (default: %(default)s)")
     sifter.add_argument("--seed", type=int, default=0,
                         help="seed of the random triple choice, per row (default: 0)")
     sifter.add_argument("--triple", default="random", choices=["random", "longest"],
@@ -62,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
                                                                   * args.cpus_per_actor + 2))
         config = AugmentConfig(
             corpus=corpus_config_from_args(args), output=args.output, rejects=args.rejects,
-            backend=args.backend, triple_choice=args.triple, seed=args.seed,
+            backend=args.backend, corenlp_url=args.corenlp_url, triple_choice=args.triple, seed=args.seed,
             min_words=args.min_words, drop_short=not args.keep_short,
             drop_capitalized_tail=not args.keep_capitalized_tail,
             max_parse_chars=args.max_parse_chars, openie_entailment=args.openie_entailment,

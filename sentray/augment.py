@@ -140,13 +140,16 @@ def choose_triple(triples: Sequence[Triple], choice: TripleChoice,
 
 
 def augment(text: str, doc, triples: Sequence[Triple], *, choice: TripleChoice = "random",
-            rng: random.Random | None = None) -> Augmented:
-    """Y and Z for sentence `text` given its parse `doc` and its OpenIE triples."""
+            rng: random.Random | None = None,
+            dependency_fallback: str | None = None) -> Augmented:
+    """Y and Z for sentence `text` given its spaCy parse `doc` and its OpenIE triples. The
+    dependency backbone comes from `doc` unless another parser's is given."""
     triple = choose_triple(triples, choice, rng or random.Random(0))
     if triple is not None:
         backbone, source = triple.as_sentence(), "openie"
     else:
-        backbone = dependency_backbone(doc)
+        backbone = (dependency_fallback if dependency_fallback is not None
+                    else dependency_backbone(doc))
         source = "dependency" if backbone else "none"
     backbone_text = tidy_spacing(f"{text} {backbone}") if backbone else text
     return Augmented(backbone_text, prune_text(doc), triple, source)
@@ -248,7 +251,8 @@ class AugmentConfig:
     corpus: CorpusConfig
     output: str
     rejects: str | None = None  # rejected rows with their reason; default: OUTPUT-rejects
-    backend: Literal["spacy"] = "spacy"
+    backend: Literal["spacy", "corenlp"] = "spacy"
+    corenlp_url: str = "http://localhost:9000"  # per-node CoreNLP server (corenlp backend)
     spacy_model: str = SPACY_MODEL
     triple_choice: TripleChoice = "random"
     seed: int = 0  # the random triple choice is seeded per (seed, row id)
@@ -262,8 +266,8 @@ class AugmentConfig:
     def __post_init__(self) -> None:
         if not self.output:
             raise ValueError("no output given")
-        if self.backend != "spacy":
-            raise ValueError(f"backend must be 'spacy', got {self.backend!r}")
+        if self.backend not in ("spacy", "corenlp"):
+            raise ValueError(f"backend must be spacy or corenlp, got {self.backend!r}")
         if self.triple_choice not in ("random", "longest"):
             raise ValueError(f"triple choice must be random or longest, got "
                              f"{self.triple_choice!r}")
@@ -284,22 +288,30 @@ class AugmentBatch:
 
     def __init__(self, config: AugmentConfig) -> None:
         self.config = config
-        self.nlp = load_spacy(config.spacy_model)
-        from triplet_extract import OpenIEExtractor
+        self.nlp = load_spacy(config.spacy_model)  # Z, and Y's dependency fallback (spacy)
+        self.corenlp = self.extractor = None
+        if config.backend == "corenlp":
+            from sentray.corenlp import CoreNLPBackend
 
-        with spacy_load_redirect():
-            self.extractor = OpenIEExtractor(nlp=self.nlp,
-                                             enable_entailment=config.openie_entailment)
-        self.openie_errors = 0
+            self.corenlp = CoreNLPBackend(config.corenlp_url)
+        else:
+            from triplet_extract import OpenIEExtractor
 
-    def triples(self, text: str) -> list[Triple]:
+            with spacy_load_redirect():
+                self.extractor = OpenIEExtractor(nlp=self.nlp,
+                                                 enable_entailment=config.openie_entailment)
+
+    def backbones(self, text: str) -> tuple[list[Triple], str | None]:
+        """OpenIE triples, and the dependency backbone when the backend parses for it (None:
+        take spaCy's)."""
         try:
+            if self.corenlp is not None:
+                return self.corenlp.backbone(text)
             found = self.extractor.extract_triplet_objects(text)
         except Exception:  # a parser corner case must not lose the row: fall back instead
-            self.openie_errors += 1
             logger.warning("OpenIE failed on %r; using the dependency backbone", text[:80])
-            return []
-        return [Triple(t.subject, t.relation, t.object) for t in found]
+            return [], None
+        return [Triple(t.subject, t.relation, t.object) for t in found], None
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         config = self.config
@@ -326,8 +338,10 @@ class AugmentBatch:
         parsed = [texts[i][:config.max_parse_chars] for i in keep]
         for i, head, doc in zip(keep, parsed, self.nlp.pipe(parsed, batch_size=64), strict=True):
             tail = texts[i][len(head):]  # kept verbatim when the parse saw a truncated copy
-            result = augment(texts[i], doc, self.triples(head), choice=config.triple_choice,
-                             rng=row_rng(config.seed, str(ids[i])))
+            triples, dependency_fallback = self.backbones(head)
+            result = augment(texts[i], doc, triples, choice=config.triple_choice,
+                             rng=row_rng(config.seed, str(ids[i])),
+                             dependency_fallback=dependency_fallback)
             out["backbone_text"][i] = result.backbone_text
             out["pruned_text"][i] = tidy_spacing(result.pruned_text + tail) if tail else (
                 result.pruned_text)
@@ -400,6 +414,10 @@ def run_augmentation(config: AugmentConfig) -> dict:
         parts.write_empty_source(output, source, output_schema(pa.string()))
     if todo:
         load_spacy(config.spacy_model)  # fail here, not in every actor, when the model is missing
+        if config.backend == "corenlp":
+            from sentray.corenlp import corenlp_home
+
+            corenlp_home()
         pipeline.run_actor_pool(todo, config.corpus, AugmentBatch, {"config": config},
                                 SplitOutputAndRejects(output, rejects), config.pool)
     seconds = time.perf_counter() - started
