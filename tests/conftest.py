@@ -65,15 +65,15 @@ def tiny_bert(tokenizer):
     return make_tiny_bert(tokenizer.vocab_size)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture()
 def ray_cluster():
     """A real local Ray cluster on loopback, with more logical CPUs than actors (Ray Data's read
-    tasks need free CPUs besides the actor pool)."""
+    tasks need free CPUs besides the actor pool). Started once and shared; started again if a
+    test shut it down (the `ray job submit` test stops every Ray process on the machine)."""
     import ray
 
     from sentray.runtime import init_ray
 
-    started = init_ray(num_cpus=4)
-    yield ray
-    if started:
-        ray.shutdown()
+    if not ray.is_initialized():
+        init_ray(num_cpus=4)
+    return ray
