@@ -343,8 +343,10 @@ class AugmentBatch:
                              rng=row_rng(config.seed, str(ids[i])),
                              dependency_fallback=dependency_fallback)
             out["backbone_text"][i] = result.backbone_text
-            out["pruned_text"][i] = tidy_spacing(result.pruned_text + tail) if tail else (
-                result.pruned_text)
+            # the tail joins without a space only where the truncation cut inside a word
+            joint = " " if head[-1:].isspace() or tail[:1].isspace() else ""
+            out["pruned_text"][i] = (tidy_spacing(result.pruned_text + joint + tail) if tail
+                                     else result.pruned_text)
             if result.triple is not None:
                 out["subject"][i] = result.triple.subject
                 out["relation"][i] = result.triple.relation
