@@ -120,3 +120,28 @@ def test_triplet_extract_runs_on_the_repack(nlp):
         extractor = OpenIEExtractor(nlp=nlp, enable_entailment=False)
     found = extractor.extract_triplet_objects("Cats love milk.")
     assert ("Cats", "love", "milk") in {(t.subject, t.relation, t.object) for t in found}
+
+
+@pytest.mark.slow
+def test_parse_cache_gives_the_same_triples(nlp):
+    """The extractor answered from the batch's parses finds exactly the triples it finds when it
+    parses everything itself."""
+    pytest.importorskip("triplet_extract")
+    from triplet_extract import OpenIEExtractor
+
+    from sentray.augment import ParseCache, spacy_load_redirect
+
+    sentences = ["The committee approved the plan after a long debate.",
+                 "Cats love milk and mice.", "He said that the jury found no evidence.",
+                 "  Leading spaces should not matter here.", "Two sentences. In one line."]
+    with spacy_load_redirect():
+        plain = OpenIEExtractor(nlp=nlp, enable_entailment=False)
+        cache = ParseCache(nlp)
+        cached = OpenIEExtractor(nlp=cache, enable_entailment=False)
+    cache.prime(sentences, list(nlp.pipe(sentences)))
+    for sentence in sentences:
+        expected = [(t.subject, t.relation, t.object)
+                    for t in plain.extract_triplet_objects(sentence)]
+        got = [(t.subject, t.relation, t.object) for t in cached.extract_triplet_objects(sentence)]
+        assert got == expected, sentence
+    assert cache.pipe_names == nlp.pipe_names  # the rest of the pipeline shows through
