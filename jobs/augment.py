@@ -19,8 +19,13 @@ import json
 import logging
 
 from sentray.augment import AugmentConfig, run_augmentation
-from sentray.cli import add_corpus_args, add_pool_args, corpus_config_from_args, setup_logging
-from sentray.pipeline import ActorPoolConfig
+from sentray.cli import (
+    add_corpus_args,
+    add_pool_args,
+    corpus_config_from_args,
+    pool_config_from_args,
+    setup_logging,
+)
 
 logger = logging.getLogger("sentray.augment")
 
@@ -61,16 +66,13 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     setup_logging(args.verbose)
     try:
-        pool = ActorPoolConfig(args.actors, 0.0, args.cpus_per_actor, args.rows_per_batch,
-                               args.address, args.num_cpus or int(args.actors
-                                                                  * args.cpus_per_actor + 2))
         config = AugmentConfig(
             corpus=corpus_config_from_args(args), output=args.output, rejects=args.rejects,
             backend=args.backend, corenlp_url=args.corenlp_url, triple_choice=args.triple, seed=args.seed,
             min_words=args.min_words, drop_short=not args.keep_short,
             drop_capitalized_tail=not args.keep_capitalized_tail,
             max_parse_chars=args.max_parse_chars, openie_entailment=args.openie_entailment,
-            pool=pool)
+            pool=pool_config_from_args(args))
         logger.info("config: %s", config)
         summary = run_augmentation(config)
     except (FileNotFoundError, ValueError) as exc:

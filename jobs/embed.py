@@ -22,6 +22,7 @@ from sentray.cli import (
     add_pool_args,
     corpus_config_from_args,
     encoder_config_from_args,
+    pool_config_from_args,
     setup_logging,
 )
 from sentray.embed import EmbedConfig, run_embedding
@@ -43,12 +44,9 @@ def build_config(args: argparse.Namespace) -> EmbedConfig:
     encoder = encoder_config_from_args(args)
     if args.num_gpus > 0 and encoder.device == "auto":
         encoder = encoder_config_from_args(args, device="cuda")
-    num_cpus = args.num_cpus or int(args.actors * args.cpus_per_actor + 2)
     try:
-        return EmbedConfig(corpus=corpus_config_from_args(args), output=args.output, encoder=encoder,
-                           actors=args.actors, num_gpus=args.num_gpus,
-                           cpus_per_actor=args.cpus_per_actor, rows_per_batch=args.rows_per_batch,
-                           address=args.address, num_cpus=num_cpus)
+        return EmbedConfig(corpus=corpus_config_from_args(args), output=args.output,
+                           encoder=encoder, pool=pool_config_from_args(args))
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from exc
 

@@ -9,6 +9,7 @@ import sys
 from sentray.corpus import CorpusConfig
 from sentray.encoder import EncoderConfig
 from sentray.models import DEFAULT_MODEL
+from sentray.pipeline import ActorPoolConfig
 from sentray.pooling import ALIASES, POOLINGS
 
 
@@ -91,6 +92,15 @@ def add_pool_args(parser: argparse.ArgumentParser, *, actors: int, rows_per_batc
     group.add_argument("--num-cpus", type=int, default=None,
                        help="logical CPUs of a local cluster (default: actors x cpus-per-actor "
                             "+ 2, so readers never starve)")
+
+
+def pool_config_from_args(args: argparse.Namespace) -> ActorPoolConfig:
+    """The actor pool from add_pool_args' flags; a local cluster gets actors x cpus-per-actor
+    + 2 logical CPUs unless --num-cpus says otherwise."""
+    num_cpus = args.num_cpus or int(args.actors * args.cpus_per_actor + 2)
+    return ActorPoolConfig(actors=args.actors, num_gpus=getattr(args, "num_gpus", 0.0),
+                           cpus_per_actor=args.cpus_per_actor, rows_per_batch=args.rows_per_batch,
+                           address=args.address, num_cpus=num_cpus)
 
 
 def encoder_config_from_args(args: argparse.Namespace, **overrides) -> EncoderConfig:

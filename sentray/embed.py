@@ -47,24 +47,13 @@ class EmbedConfig:
     corpus: CorpusConfig
     output: str
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    actors: int = 1  # size of the embedding actor pool
-    num_gpus: float = 0.0  # GPUs per actor (0: CPU)
-    cpus_per_actor: float = 1.0  # CPUs per actor (torch threads follow it)
-    rows_per_batch: int = 1024  # rows per map_batches call, sorted by length inside
-    address: str | None = None  # Ray address; None: $RAY_ADDRESS, else a local loopback cluster
-    num_cpus: int | None = None  # logical CPUs of a local cluster (default: cores)
+    pool: pipeline.ActorPoolConfig = field(default_factory=pipeline.ActorPoolConfig)
 
     def __post_init__(self) -> None:
         if not self.output:
             raise ValueError("no output given")
-        _ = self.pool  # builds, so validates, the actor-pool fields
-        if self.num_gpus > 0 and self.encoder.device == "cpu":
+        if self.pool.num_gpus > 0 and self.encoder.device == "cpu":
             raise ValueError("num_gpus > 0 but the encoder device is cpu")
-
-    @property
-    def pool(self) -> pipeline.ActorPoolConfig:
-        return pipeline.ActorPoolConfig(self.actors, self.num_gpus, self.cpus_per_actor,
-                                        self.rows_per_batch, self.address, self.num_cpus)
 
 
 def embedding_type(dimension: int) -> pa.DataType:
