@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     out.mkdir(parents=True, exist_ok=True)
     extra: dict = {}
     if args.search_head:
-        if not args.pooling.startswith("ditto"):
+        if not (args.pooling or "").startswith("ditto"):
             raise SystemExit(f"error: --search-head chooses a Ditto head; use --pooling ditto "
                              f"(or ditto_last, ...), not {args.pooling!r}")
         # The search reads every head; the placeholder head only lets the config validate.

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from sentray import models
 from sentray.corpus import CorpusConfig
 from sentray.encoder import EncoderConfig
 from sentray.models import DEFAULT_MODEL
@@ -25,10 +26,11 @@ def add_encoder_args(parser: argparse.ArgumentParser, *, batch_size: int = 32) -
     group.add_argument("--model", default=DEFAULT_MODEL,
                        help="Hugging Face id, local model directory, or packaged short name "
                             "(default: %(default)s, packaged, works offline)")
-    group.add_argument("--pooling", default="mean",
+    group.add_argument("--pooling", default=None,
                        choices=sorted(POOLINGS) + sorted(ALIASES), metavar="POOLING",
                        help="one of: " + ", ".join(f"{k} ({v})" for k, v in POOLINGS.items())
-                            + f"; aliases {ALIASES} (default: %(default)s)")
+                            + f"; aliases {ALIASES} (default: the model directory's own "
+                            "(sentray.json, or sentence-transformers' 1_Pooling), else mean)")
     group.add_argument("--head", default=None,
                        help="Ditto head as L-H (0-based layer, head); default: the model's known "
                             "head (bert-base-uncased 0-9, roberta-base 0-4, ...)")
@@ -104,6 +106,9 @@ def pool_config_from_args(args: argparse.Namespace) -> ActorPoolConfig:
 
 
 def encoder_config_from_args(args: argparse.Namespace, **overrides) -> EncoderConfig:
+    if args.pooling is None:  # the model's own, e.g. CLS for a model jobs/train.py exported
+        args.pooling, own_head = models.model_pooling(args.model)
+        args.head = args.head or own_head
     fields = dict(model=args.model, pooling=args.pooling, head=args.head,
                   max_length=args.max_length, batch_size=args.batch_size, device=args.device,
                   precision=args.precision, ditto_impl=args.ditto_impl)

@@ -174,40 +174,12 @@ class SentenceEncoder:
             return torch.autocast("cuda", dtype=dtype)
         return torch.autocast(self.device.type, enabled=False)
 
-    def _run_model(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-        return self.model(input_ids=input_ids.to(self.device),
-                          attention_mask=attention_mask.to(self.device),
-                          output_hidden_states=True,
-                          output_attentions=self.config.pooling in DITTO_POOLINGS
-                          and not self.fast_ditto)
-
-    def head_diagonal(self, outputs, attention_mask: torch.Tensor) -> torch.Tensor:
-        """A_ii (B, T) of the configured head, from the fast or the eager path."""
-        layer, head = self.config.layer_head
-        if not self.fast_ditto:
-            return outputs.attentions[layer][:, head].diagonal(dim1=-2, dim2=-1).float()
-        attention = self.model.encoder.layer[layer].attention.self
-        size = attention.attention_head_size
-        rows = slice(head * size, (head + 1) * size)
-        layer_input = outputs.hidden_states[layer]  # (B, T, D): the input of layer `layer`
-        query = F.linear(layer_input, attention.query.weight[rows], attention.query.bias[rows])
-        key = F.linear(layer_input, attention.key.weight[rows], attention.key.bias[rows])
-        return attention_diagonal(query.float(), key.float(), attention_mask,
-                                  scaling=1.0 / math.sqrt(size))  # (B, T)
-
     def embed_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Sentence embeddings (B, D) in fp32 for one padded batch; differentiable (training
-        calls it under grad)."""
-        attention_mask = attention_mask.to(self.device)
+        """Sentence embeddings (B, D) in fp32 for one padded batch; differentiable."""
         with self._autocast():
-            outputs = self._run_model(input_ids, attention_mask)
-        hidden = tuple(h.float() for h in outputs.hidden_states)
-        diagonal = None
-        if self.config.pooling in DITTO_POOLINGS:
-            diagonal = self.head_diagonal(outputs, attention_mask)
-        pooler_output = getattr(outputs, "pooler_output", None)
-        return pool(self.config.pooling, hidden, attention_mask, diagonal=diagonal,
-                    pooler_output=None if pooler_output is None else pooler_output.float())
+            return embed_with(self.model, input_ids.to(self.device),
+                              attention_mask.to(self.device), pooling=self.config.pooling,
+                              layer_head=self.config.layer_head, fast_ditto=self.fast_ditto)
 
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
@@ -247,4 +219,41 @@ class SentenceEncoder:
         return out
 
 
-__all__ = ["EncoderConfig", "SentenceEncoder", "resolve_device"]
+def head_diagonal(model: torch.nn.Module, outputs, attention_mask: torch.Tensor,
+                  layer_head: tuple[int, int], fast_ditto: bool) -> torch.Tensor:
+    """A_ii (B, T) of head `layer_head`: recomputed from that layer's input with the head's own
+    query/key weights (fast, BERT family on SDPA), or read from eager `outputs.attentions`."""
+    layer, head = layer_head
+    if not fast_ditto:
+        return outputs.attentions[layer][:, head].diagonal(dim1=-2, dim2=-1).float()
+    attention = model.encoder.layer[layer].attention.self
+    size = attention.attention_head_size
+    rows = slice(head * size, (head + 1) * size)
+    layer_input = outputs.hidden_states[layer]  # (B, T, D): the input of layer `layer`
+    query = F.linear(layer_input, attention.query.weight[rows], attention.query.bias[rows])
+    key = F.linear(layer_input, attention.key.weight[rows], attention.key.bias[rows])
+    return attention_diagonal(query.float(), key.float(), attention_mask,
+                              scaling=1.0 / math.sqrt(size))  # (B, T)
+
+
+def embed_with(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
+               pooling: str, layer_head: tuple[int, int] | None = None,
+               fast_ditto: bool = False) -> torch.Tensor:
+    """Sentence embeddings (B, D) fp32 of a padded batch (B, T) through a Hugging Face encoder and
+    one of the poolings; differentiable. The one forward pass behind encoding and training."""
+    ditto = pooling in DITTO_POOLINGS
+    outputs = model(input_ids=input_ids, attention_mask=attention_mask,
+                    output_hidden_states=True, output_attentions=ditto and not fast_ditto)
+    # Pooling runs in fp32 even under the caller's autocast (the diagonal's softmax needs it).
+    with torch.autocast(input_ids.device.type, enabled=False):
+        hidden = tuple(h.float() for h in outputs.hidden_states)  # L+1 x (B, T, D)
+        diagonal = None
+        if ditto:
+            diagonal = head_diagonal(model, outputs, attention_mask, layer_head, fast_ditto)
+        pooler_output = getattr(outputs, "pooler_output", None)
+        return pool(pooling, hidden, attention_mask, diagonal=diagonal,
+                    pooler_output=None if pooler_output is None else pooler_output.float())
+
+
+__all__ = ["EncoderConfig", "SentenceEncoder", "embed_with", "head_diagonal",
+           "resolve_device"]

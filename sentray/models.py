@@ -30,6 +30,15 @@ PACKAGED_MODELS: dict[str, tuple[str, str]] = {
 # absolute positions, so one head's attention can be recomputed from the layer input (fast Ditto).
 BERT_FAMILY = frozenset({"bert", "roberta", "xlm-roberta", "electra", "camembert"})
 
+# config fields that hold a dropout probability, across architectures
+DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
+                "attention_dropout")
+
+# What a model directory says about its pooling: sentray's own file, written next to exported
+# models, and the sentence-transformers pooling modes that map onto a sentray pooling.
+SENTRAY_MODEL_INFO = "sentray.json"
+ST_POOLING_MODES = {"cls_token": "cls_before_pooler", "mean_tokens": "mean"}
+
 
 @dataclass(frozen=True)
 class ResolvedModel:
@@ -103,17 +112,45 @@ def load_encoder(
     *,
     attn_implementation: str | None = None,
     device: str | torch.device = "cpu",
+    dropout: float | None = None,
 ) -> torch.nn.Module:
     """The bare transformer encoder (`AutoModel`), in eval mode, on `device`.
 
     `attn_implementation="eager"` is required wherever attention weights are read: with SDPA,
     transformers 5 silently returns no attentions. None lets transformers choose (SDPA where the
-    architecture supports it).
+    architecture supports it). `dropout` overrides every dropout probability the config has
+    (training); None keeps the model's own.
     """
     from transformers import AutoModel
 
-    model = _from_pretrained(AutoModel, name, attn_implementation=attn_implementation)
+    kwargs = {}
+    if dropout is not None:
+        config = load_config(name)
+        kwargs = {key: dropout for key in DROPOUT_KEYS if hasattr(config, key)}
+        if not kwargs:
+            raise ValueError(f"model {name!r} ({config.model_type}) has none of the dropout "
+                             f"settings {DROPOUT_KEYS}; cannot set dropout={dropout}")
+    model = _from_pretrained(AutoModel, name, attn_implementation=attn_implementation, **kwargs)
     return model.to(device).eval()
+
+
+def model_pooling(name: str) -> tuple[str, str | None]:
+    """The pooling (and Ditto head) a model directory says it is meant for: `sentray.json`
+    (written by jobs/train.py), else a sentence-transformers `1_Pooling/config.json`, else
+    ("mean", None)."""
+    resolved = resolve_model(name)
+    if resolved.is_local:
+        root = Path(resolved.path)
+        if (root / SENTRAY_MODEL_INFO).is_file():
+            info = json.loads((root / SENTRAY_MODEL_INFO).read_text())
+            return info["pooling"], info.get("head")
+        st_pooling = root / "1_Pooling" / "config.json"
+        if st_pooling.is_file():
+            modes = json.loads(st_pooling.read_text())
+            for st_mode, pooling in ST_POOLING_MODES.items():
+                if modes.get(f"pooling_mode_{st_mode}"):
+                    return pooling, None
+    return "mean", None
 
 
 def default_max_length(name: str, tokenizer) -> int:

@@ -197,13 +197,31 @@ def evaluate(encoder, tasks: Sequence[str] | str | None = None,
     return results
 
 
+SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "avg": "Avg."}
+
+
 def markdown_table(results: dict[str, float], label: str = "") -> str:
     names = [n for n in results if n != "avg"] + (["avg"] if "avg" in results else [])
-    short = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "avg": "Avg."}
-    head = "| " + " | ".join(["model"] * bool(label) + [short.get(n, n) for n in names]) + " |"
+    head = "| " + " | ".join(["model"] * bool(label) + [SHORT_NAMES.get(n, n) for n in names])
     rule = "|" + "---|" * (len(names) + bool(label))
     row = "| " + " | ".join([label] * bool(label) + [f"{results[n]:.2f}" for n in names]) + " |"
-    return "\n".join([head, rule, row])
+    return "\n".join([head + " |", rule, row])
+
+
+def mean_std_table(runs: dict[str, Sequence[dict[str, float]]]) -> str:
+    """Markdown table, one row per label: each task's mean +- sample std over that label's
+    runs (a single run prints its value alone)."""
+    names = list(next(iter(runs.values()))[0])
+    lines = ["| model | runs | " + " | ".join(SHORT_NAMES.get(n, n) for n in names) + " |",
+             "|" + "---|" * (len(names) + 2)]
+    for label, results in runs.items():
+        cells = []
+        for name in names:
+            values = np.array([r[name] for r in results])
+            cells.append(f"{values.mean():.2f} ± {values.std(ddof=1):.2f}" if len(values) > 1
+                         else f"{values[0]:.2f}")
+        lines.append(f"| {label} | {len(results)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 # -- Ditto head search ----------------------------------------------------------------------------

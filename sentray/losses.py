@@ -1,0 +1,110 @@
+"""Contrastive losses of SimCSE and SIFTER-SimCSE, as pure functions of sentence embeddings.
+
+InfoNCE (SimCSE eq. 1): for anchors a_i and candidates b_j, with sim the cosine similarity,
+
+    l_i = -log( exp(sim(a_i, b_i) / tau) / sum_j exp(sim(a_i, b_j) / tau) )
+
+averaged over the batch; the other rows' candidates are the in-batch negatives.
+
+SIFTER-SimCSE (SIFTER eq. 2): L = lambda_XY l(X, Y) + lambda_XZ l(X, Z) + lambda_YZ l(Y, Z), with Y
+the sentence plus its backbone and Z the sentence without articles, conjunctions and pronouns.
+
+Under data parallelism the negatives come from every worker: `gather_with_local_grad` returns the
+global batch with this worker's rows still attached to its graph, as SimCSE does. Every worker
+then computes the same global loss, and its backward reaches only its own rows; DDP averages the
+workers' gradients, so the loss is scaled by the world size before backward (`scale_for_ddp`) and
+the averaged gradient equals the gradient of the global loss in a single process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+Objective = Literal["sifter", "simcse"]
+OBJECTIVES: tuple[str, ...] = ("sifter", "simcse")
+
+
+def info_nce(anchors: torch.Tensor, candidates: torch.Tensor,
+             temperature: float = 0.05) -> torch.Tensor:
+    """Mean InfoNCE of anchors (N, D) against candidates (N, D); row i's positive is row i."""
+    if anchors.shape != candidates.shape:
+        raise ValueError(f"anchors {tuple(anchors.shape)} and candidates "
+                         f"{tuple(candidates.shape)} must have the same shape")
+    logits = F.normalize(anchors, dim=-1) @ F.normalize(candidates, dim=-1).T  # (N, N) cosine
+    labels = torch.arange(len(anchors), device=anchors.device)
+    return F.cross_entropy(logits / temperature, labels)
+
+
+@dataclass(frozen=True)
+class SifterWeights:
+    """lambda of each pair in SIFTER eq. 2; the paper uses 1 for all three."""
+
+    xy: float = 1.0
+    xz: float = 1.0
+    yz: float = 1.0
+
+    def __post_init__(self) -> None:
+        if min(self.xy, self.xz, self.yz) < 0 or self.xy + self.xz + self.yz == 0:
+            raise ValueError(f"SIFTER weights must be >= 0 and not all 0, got {self}")
+
+
+def sifter_loss(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
+                weights: SifterWeights = SifterWeights(),
+                temperature: float = 0.05) -> torch.Tensor:
+    """SIFTER eq. 2 on embeddings of the sentences x (N, D), their backbone view y (N, D) and
+    their pruned view z (N, D). Pairs with a zero weight are not computed."""
+    loss = x.new_zeros(())
+    for weight, anchors, candidates in ((weights.xy, x, y), (weights.xz, x, z),
+                                        (weights.yz, y, z)):
+        if weight:
+            loss = loss + weight * info_nce(anchors, candidates, temperature)
+    return loss
+
+
+def simcse_loss(first: torch.Tensor, second: torch.Tensor,
+                temperature: float = 0.05) -> torch.Tensor:
+    """Unsupervised SimCSE: the same sentences (N, D) under two dropout masks."""
+    return info_nce(first, second, temperature)
+
+
+def objective_loss(objective: Objective, views: Sequence[torch.Tensor],
+                   weights: SifterWeights = SifterWeights(),
+                   temperature: float = 0.05) -> torch.Tensor:
+    """The loss of `objective` on its views: sifter (x, y, z), simcse (x, x')."""
+    if objective == "sifter":
+        x, y, z = views
+        return sifter_loss(x, y, z, weights, temperature)
+    if objective == "simcse":
+        first, second = views
+        return simcse_loss(first, second, temperature)
+    raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+
+
+def gather_with_local_grad(local: torch.Tensor) -> torch.Tensor:
+    """All workers' rows (W*B, D) in rank order, this worker's own rows (B, D) kept in the
+    autograd graph (the others are constants). Every worker must pass the same B. Without an
+    initialised process group (a single process) returns `local`."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return local
+    gathered = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, local.detach().contiguous())
+    gathered[dist.get_rank()] = local
+    return torch.cat(gathered, dim=0)
+
+
+def scale_for_ddp(loss: torch.Tensor) -> torch.Tensor:
+    """The global loss times the world size, so that DDP's gradient average over workers equals
+    the single-process gradient of the global loss (each worker's backward covers its rows)."""
+    if dist.is_available() and dist.is_initialized():
+        return loss * dist.get_world_size()
+    return loss
+
+
+__all__ = ["OBJECTIVES", "Objective", "SifterWeights", "gather_with_local_grad", "info_nce",
+           "objective_loss", "scale_for_ddp", "sifter_loss", "simcse_loss"]

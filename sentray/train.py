@@ -1,0 +1,633 @@
+"""SIFTER-SimCSE and unsupervised SimCSE training on Ray Train (DDP), and the model export.
+
+The shape is Ray's own: the driver validates the config and the input, builds one Ray Dataset per
+epoch and hands `train_loop_per_worker` to a `TorchTrainer`; every worker reads its rows with
+`ray.train.get_dataset_shard`, trains a `ContrastiveModel` wrapped by `prepare_model`, and calls
+`ray.train.report` every `eval_steps` with a checkpoint (rank 0 scores STS-B dev first). The
+driver then exports the best checkpoint as a Hugging Face and a sentence-transformers directory.
+
+Reproducibility and resumption are designed in, not hoped for:
+- each epoch's order is a sort on a hash of (seed, epoch, row id), so it does not depend on how
+  Ray Data happens to schedule blocks; every worker reads the epoch in that order and takes its
+  slice of each global batch (rank r: rows [r*b, (r+1)*b) of the global batch);
+- dropout masks come from a generator seeded by (seed, rank, step) at every step;
+- a checkpoint carries the model, optimizer, scheduler (and grad scaler) state and the step, so
+  a run restarted after a lost worker, or rerun under the same name, continues from the step it
+  reached and ends where an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import torch
+from torch import nn
+
+from sentray import models, storage, sts
+from sentray.encoder import EncoderConfig, SentenceEncoder, embed_with
+from sentray.losses import (
+    OBJECTIVES,
+    Objective,
+    SifterWeights,
+    gather_with_local_grad,
+    objective_loss,
+    scale_for_ddp,
+)
+from sentray.pooling import DITTO_POOLINGS, canonical_pooling
+
+logger = logging.getLogger(__name__)
+
+Precision = Literal["fp32", "fp16", "bf16"]
+
+# Columns of the augmentation output (jobs/augment.py) each objective reads, in view order.
+VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
+    "sifter": ("text", "backbone_text", "pruned_text"),  # X, Y (+ backbone), Z (pruned)
+    "simcse": ("text",),  # X, encoded twice under two dropout masks
+}
+# sentence-transformers Pooling modes for the poolings it can express
+ST_POOLING = {"cls_before_pooler": "cls_token", "last_avg": "mean_tokens"}
+SORT_ROWS = 200_000  # rows per partition of the epoch shuffle's sort
+# poolings that leave encoder layers out of the loss (DDP must be told)
+PARTIAL_POOLINGS = frozenset({"static_avg", "ditto_static"})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. Defaults are the SIFTER paper's (after ESimCSE/SimCSE)."""
+
+    input: str  # augmentation output folder (jobs/augment.py), local or s3://
+    output: str = "out/train"  # runs, checkpoints and the exported model (local or s3://)
+    name: str | None = None  # run name under `output`; rerunning a name resumes (default: objective)
+    model: str = models.DEFAULT_MODEL  # initial encoder: HF id, local dir or packaged name
+    objective: Objective = "sifter"
+    pooling: str = "cls_before_pooler"  # the sentence embedding; the paper: [CLS]
+    head: str | None = None  # Ditto head, for the Ditto poolings only
+    mlp: bool = True  # MLP (Linear + Tanh) on top of the pooling at train time only
+    dropout: float = 0.15
+    temperature: float = 0.05
+    weights: SifterWeights = field(default_factory=SifterWeights)
+    max_length: int = 32  # training truncation (SimCSE's default)
+    batch_size: int = 64  # global: split evenly over the workers
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    epochs: int = 1
+    max_steps: int | None = None  # stop early at this many optimizer steps
+    eval_steps: int = 125  # score STS-B dev (rank 0), report and checkpoint every this many steps
+    eval_batch_size: int = 64
+    seed: int = 42
+    data_dir: str | None = None  # SentEval folder for STS-B dev (default: $SENTRAY_DATA_DIR)
+    workers: int = 1
+    use_gpu: bool = False
+    cpus_per_worker: float = 1.0  # also the worker's torch threads on CPU
+    precision: Precision = "fp32"  # AMP dtype on GPU
+    max_failures: int = 3  # worker-group restarts from the last checkpoint before giving up
+    keep_checkpoints: int = 1  # best by STS-B dev, besides the latest (always kept)
+    log_steps: int = 10
+    address: str | None = None  # Ray cluster; None: $RAY_ADDRESS or a private local one
+    num_cpus: int | None = None  # logical CPUs of a local cluster
+    s3_endpoint: str | None = None
+    fail_at_step: int | None = None  # fault drill: the last worker dies once at this step
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
+        if self.pooling in DITTO_POOLINGS:
+            EncoderConfig(model=self.model, pooling=self.pooling, head=self.head)  # needs a head
+        elif self.head is not None:
+            raise ValueError(f"head is only used by the Ditto poolings, not {self.pooling!r}")
+        positive = {"batch_size": self.batch_size, "epochs": self.epochs,
+                    "eval_steps": self.eval_steps, "workers": self.workers,
+                    "eval_batch_size": self.eval_batch_size, "log_steps": self.log_steps,
+                    "max_length": self.max_length - 1, "keep_checkpoints": self.keep_checkpoints}
+        for name, value in positive.items():
+            if value < 1:
+                raise ValueError(f"{name} must be >= {1 + (name == 'max_length')}, got "
+                                 f"{getattr(self, name)}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.batch_size % self.workers:
+            raise ValueError(f"the global batch size {self.batch_size} must be divisible by the "
+                             f"number of workers {self.workers}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.temperature <= 0 or self.lr <= 0 or self.weight_decay < 0:
+            raise ValueError("temperature and lr must be > 0 and weight_decay >= 0, got "
+                             f"{self.temperature}, {self.lr}, {self.weight_decay}")
+        if self.precision not in ("fp32", "fp16", "bf16"):
+            raise ValueError(f"precision must be fp32, fp16 or bf16, got {self.precision!r}")
+        if self.precision != "fp32" and not self.use_gpu:
+            raise ValueError(f"precision {self.precision!r} is AMP on GPU; add --use-gpu or use "
+                             "fp32")
+        if self.cpus_per_worker <= 0 or self.max_failures < 0:
+            raise ValueError("cpus_per_worker must be > 0 and max_failures >= 0")
+        if self.name is None:
+            object.__setattr__(self, "name", self.objective)
+        if not self.name or "/" in self.name:
+            raise ValueError(f"run name must be a non-empty folder name, got {self.name!r}")
+
+    @property
+    def views(self) -> int:
+        return 3 if self.objective == "sifter" else 2
+
+    @property
+    def local_batch_size(self) -> int:
+        return self.batch_size // self.workers
+
+
+# -- the model ----------------------------------------------------------------------------------
+
+
+class ContrastiveModel(nn.Module):
+    """Encoder + pooling (+ the train-time MLP): padded batch (B, T) -> embeddings (B, D)."""
+
+    def __init__(self, encoder: nn.Module, pooling: str, *, head: str | None = None,
+                 mlp: bool = True) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.pooling = canonical_pooling(pooling)
+        self.layer_head = EncoderConfig(pooling=self.pooling, head=head).layer_head \
+            if self.pooling in DITTO_POOLINGS else None
+        self.fast_ditto = self.layer_head is not None and models.is_bert_family(encoder.config)
+        size = encoder.config.hidden_size
+        # SimCSE's MLPLayer: dense + tanh over the pooled vector; dropped for evaluation/export.
+        self.mlp = nn.Sequential(nn.Linear(size, size), nn.Tanh()) if mlp else None
+        pooler = getattr(encoder, "pooler", None)
+        if pooler is not None and self.pooling != "cls":
+            pooler.requires_grad_(False)  # not in the loss; DDP rejects parameters without grads
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        pooled = embed_with(self.encoder, input_ids, attention_mask, pooling=self.pooling,
+                            layer_head=self.layer_head, fast_ditto=self.fast_ditto)  # (B, D)
+        return self.mlp(pooled) if self.mlp is not None else pooled
+
+
+def build_model(config: TrainConfig, encoder_source: str | None = None) -> ContrastiveModel:
+    """The model for `config`, its encoder loaded from `encoder_source` (a checkpoint's model
+    folder) or the configured initial model, with the training dropout."""
+    source = encoder_source or config.model
+    needs_eager = (config.pooling in DITTO_POOLINGS
+                   and not models.is_bert_family(models.load_config(source)))
+    encoder = models.load_encoder(source, dropout=config.dropout,
+                                  attn_implementation="eager" if needs_eager else None)
+    return ContrastiveModel(encoder, config.pooling, head=config.head, mlp=config.mlp)
+
+
+def linear_schedule(optimizer: torch.optim.Optimizer,
+                    total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear decay from the initial lr to 0 over the run (the Hugging Face Trainer's default,
+    which SimCSE's training used)."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: max(0.0, (total_steps - step) / max(1, total_steps)))
+
+
+def step_seed(seed: int, rank: int, step: int) -> int:
+    """The dropout seed of one worker's step: independent of restarts."""
+    return int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0])
+
+
+# -- data ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputSummary:
+    rows: int
+    steps_per_epoch: int
+    total_steps: int
+    dropped_per_epoch: int  # rows past the last full global batch of an epoch
+
+
+def inspect_input(config: TrainConfig) -> InputSummary:
+    """Check the augmentation output before any worker starts: the columns the objective
+    needs, no null text, at least one global batch. Reads Parquet metadata and the text columns'
+    validity only."""
+    location = storage.locate(config.input, config.s3_endpoint)
+    if not storage.exists(location):
+        raise FileNotFoundError(f"training input {config.input!r} does not exist; make it with "
+                                "`python jobs/augment.py --output ...`")
+    files = [f.path for f in storage.list_files(location, (".parquet",))]
+    if not files:
+        raise FileNotFoundError(f"training input {config.input!r} holds no .parquet files; it "
+                                "should be the output folder of jobs/augment.py")
+    dataset = pads.dataset(files, filesystem=location.filesystem, format="parquet")
+    needed = ("id", *VIEW_COLUMNS[config.objective])
+    missing = [c for c in needed if c not in dataset.schema.names]
+    if missing:
+        raise ValueError(f"training input {config.input!r} lacks columns {missing} that "
+                         f"objective {config.objective!r} needs (it has {dataset.schema.names}); "
+                         "it should be the output folder of jobs/augment.py")
+    for column in needed:
+        nulls = dataset.count_rows(filter=pc.field(column).is_null())
+        if nulls:
+            example = dataset.to_table(columns=["id"], filter=pc.field(column).is_null())
+            raise ValueError(f"training input {config.input!r}: {nulls} rows have no "
+                             f"{column!r} (e.g. id {example.column('id')[0].as_py()!r})")
+    rows = dataset.count_rows()
+    steps_per_epoch = rows // config.batch_size
+    if steps_per_epoch == 0:
+        raise ValueError(f"training input {config.input!r} has {rows} rows, fewer than one "
+                         f"global batch ({config.batch_size})")
+    total = steps_per_epoch * config.epochs
+    if config.max_steps is not None:
+        total = min(total, config.max_steps)
+    return InputSummary(rows, steps_per_epoch, total, rows - steps_per_epoch * config.batch_size)
+
+
+class EpochOrder:
+    """Adds `order`, a hash of (seed, epoch, id): sorting on it shuffles the rows the same way
+    on every run, whatever the block layout."""
+
+    def __init__(self, seed: int, epoch: int) -> None:
+        self.salt = f"{seed}:{epoch}:".encode()
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        import hashlib
+
+        ids = table.column("id").cast(pa.string()).to_pylist()
+        keys = [int.from_bytes(hashlib.blake2b(self.salt + i.encode(), digest_size=8).digest(),
+                               "little") for i in ids]
+        return table.append_column("order", pa.array(keys, pa.uint64()))
+
+
+def epoch_datasets(config: TrainConfig, epochs: int, rows: int) -> dict:
+    """One Ray Dataset per epoch: the view columns, in that epoch's seeded order."""
+    import ray.data
+
+    location = storage.locate(config.input, config.s3_endpoint)
+    files = [f.path for f in storage.list_files(location, (".parquet",))]
+    columns = ["id", *VIEW_COLUMNS[config.objective]]
+    context = ray.data.DataContext.get_current()
+    # Ray's default of 200 sort partitions costs minutes on small data: ~SORT_ROWS rows each.
+    context.default_hash_shuffle_parallelism = max(1, math.ceil(rows / SORT_ROWS))
+    context.enable_progress_bars = False  # one line per step from rank 0 says enough
+    datasets = {}
+    for epoch in range(epochs):
+        dataset = ray.data.read_parquet(files, filesystem=location.filesystem, columns=columns)
+        dataset = dataset.map_batches(EpochOrder(config.seed, epoch), batch_format="pyarrow")
+        datasets[f"epoch_{epoch}"] = dataset.sort("order").select_columns(list(columns[1:]))
+    return datasets
+
+
+def view_texts(batch: dict[str, np.ndarray], objective: Objective, rows: slice) -> list[str]:
+    """The texts of this worker's rows, views concatenated: [X; Y; Z] or [X; X]."""
+    columns = VIEW_COLUMNS[objective]
+    texts = [str(t) for column in columns for t in batch[column][rows]]
+    return texts * 2 if objective == "simcse" else texts
+
+
+# -- the loop on each worker --------------------------------------------------------------------
+
+
+class Checkpointing:
+    """What a checkpoint folder holds. `model/` is a complete Hugging Face directory (weights of
+    the encoder, config, tokenizer), ready for export."""
+
+    MODEL, HEAD, STATE = "model", "mlp.pt", "trainer.pt"
+
+    @staticmethod
+    def save(folder: Path, model: ContrastiveModel, tokenizer, optimizer, scheduler, scaler,
+             state: dict) -> None:
+        model.encoder.save_pretrained(folder / Checkpointing.MODEL)
+        tokenizer.save_pretrained(folder / Checkpointing.MODEL)
+        if model.mlp is not None:
+            torch.save(model.mlp.state_dict(), folder / Checkpointing.HEAD)
+        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "scaler": scaler.state_dict() if scaler is not None else None,
+                    **state}, folder / Checkpointing.STATE)
+        (folder / "state.json").write_text(json.dumps(state, indent=1))
+
+
+def train_loop_per_worker(loop_config: dict) -> None:
+    """Ray Train's per-worker function. `loop_config`: config (TrainConfig), total_steps,
+    steps_per_epoch, dev (STS-B dev PairSet, scored on rank 0), fault_marker (or None)."""
+    import ray.train
+    import ray.train.torch
+
+    config: TrainConfig = loop_config["config"]
+    total_steps, steps_per_epoch = loop_config["total_steps"], loop_config["steps_per_epoch"]
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    if world != config.workers:
+        raise RuntimeError(f"expected {config.workers} workers, got {world}")
+    device = ray.train.torch.get_device()
+    if device.type == "cpu":
+        torch.set_num_threads(max(1, int(config.cpus_per_worker)))
+    local_batch = config.local_batch_size
+    rows = slice(rank * local_batch, (rank + 1) * local_batch)
+
+    checkpoint = ray.train.get_checkpoint()
+    restored: dict = {}
+    with (checkpoint.as_directory() if checkpoint else _nothing()) as folder:
+        torch.manual_seed(config.seed)  # the MLP starts the same on every run
+        model = build_model(config, str(Path(folder) / Checkpointing.MODEL) if folder else None)
+        if folder:
+            if model.mlp is not None:
+                model.mlp.load_state_dict(torch.load(Path(folder) / Checkpointing.HEAD))
+            restored = torch.load(Path(folder) / Checkpointing.STATE, weights_only=False)
+    tokenizer = models.load_tokenizer(config.model)
+    model.train()
+    ddp_kwargs = {"find_unused_parameters": config.pooling in PARTIAL_POOLINGS}
+    model = ray.train.torch.prepare_model(model, parallel_strategy_kwargs=ddp_kwargs)
+    bare: ContrastiveModel = getattr(model, "module", model)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = linear_schedule(optimizer, total_steps)
+    amp = device.type == "cuda" and config.precision != "fp32"
+    amp_dtype = torch.float16 if config.precision == "fp16" else torch.bfloat16
+    scaler = torch.amp.GradScaler("cuda") if amp and config.precision == "fp16" else None
+    start_step, history = 0, []
+    if restored:
+        optimizer.load_state_dict(restored["optimizer"])
+        scheduler.load_state_dict(restored["scheduler"])
+        if scaler is not None and restored.get("scaler"):
+            scaler.load_state_dict(restored["scaler"])
+        start_step, history = restored["step"], restored["history"]
+        if rank == 0:
+            logger.info("resuming at step %d of %d", start_step, total_steps)
+
+    evaluator = None
+    if rank == 0:
+        evaluator = SentenceEncoder(
+            EncoderConfig(model=config.model, pooling=config.pooling, head=config.head,
+                          batch_size=config.eval_batch_size, device=str(device)),
+            model=bare.encoder, tokenizer=tokenizer)
+        model.train()  # SentenceEncoder put the encoder in eval mode
+
+    losses: list[float] = []
+    step, started = start_step, time.perf_counter()
+    for epoch in range(start_step // steps_per_epoch, math.ceil(total_steps / steps_per_epoch)):
+        shard = ray.train.get_dataset_shard(f"epoch_{epoch}")
+        batches = shard.iter_batches(batch_size=config.batch_size, batch_format="numpy",
+                                     drop_last=True)
+        for index, batch in enumerate(batches):
+            if epoch * steps_per_epoch + index < step:
+                continue  # trained before the restart
+            if step >= total_steps:
+                break
+            step += 1
+            _maybe_fail(loop_config.get("fault_marker"), config, rank, world, step)
+            texts = view_texts(batch, config.objective, rows)
+            tokens = tokenizer(texts, truncation=True, max_length=config.max_length,
+                               padding=True, return_tensors="pt")
+            torch.manual_seed(step_seed(config.seed, rank, step))  # this step's dropout masks
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp):
+                embeddings = model(tokens["input_ids"].to(device),
+                                   tokens["attention_mask"].to(device))  # (V*b, D)
+            views = [gather_with_local_grad(v) for v in embeddings.split(local_batch)]
+            loss = objective_loss(config.objective, views, config.weights, config.temperature)
+            optimizer.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(scale_for_ddp(loss)).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                scale_for_ddp(loss).backward()
+                optimizer.step()
+            scheduler.step()
+            losses.append(float(loss.detach()))
+            if rank == 0 and (step % config.log_steps == 0 or step == 1):
+                rate = (step - start_step) / (time.perf_counter() - started)
+                logger.info("step %d/%d epoch %d loss %.4f lr %.3g (%.2f steps/s)", step,
+                            total_steps, epoch, losses[-1], scheduler.get_last_lr()[0], rate)
+            if step % config.eval_steps == 0 or step == total_steps:
+                record = _evaluate(evaluator, loop_config.get("dev"), model, step, epoch,
+                                   losses, scheduler, history, bare)
+                losses = []
+                _report(record, history, bare, tokenizer, optimizer, scheduler, scaler, rank,
+                        step)
+        if step >= total_steps:
+            break
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _maybe_fail(marker: str | None, config: TrainConfig, rank: int, world: int,
+                step: int) -> None:
+    """The fault drill: the last worker's process dies at `fail_at_step`, once per run."""
+    if marker is None or step != config.fail_at_step or rank != world - 1:
+        return
+    location = storage.locate(marker, config.s3_endpoint)
+    if storage.exists(location):
+        return
+    location.filesystem.create_dir(location.path.rsplit("/", 1)[0], recursive=True)
+    with location.filesystem.open_output_stream(location.path) as f:
+        f.write(b"failed once here\n")
+    logger.warning("fault drill: worker %d exits at step %d", rank, step)
+    os._exit(1)
+
+
+def parameter_checksum(model: nn.Module) -> float:
+    """Sum of all trainable parameters in float64: equal on every worker when DDP is in sync."""
+    with torch.no_grad():
+        return float(sum(p.double().sum() for p in model.parameters() if p.requires_grad))
+
+
+def _evaluate(evaluator, dev, model, step, epoch, losses, scheduler, history, bare) -> dict:
+    import torch.distributed as dist
+
+    checksum = torch.tensor([parameter_checksum(bare)], dtype=torch.float64)
+    if dist.is_available() and dist.is_initialized():
+        sums = [torch.zeros_like(checksum) for _ in range(dist.get_world_size())]
+        dist.all_gather(sums, checksum)
+        spread = float(max(sums) - min(sums))
+    else:
+        spread = 0.0
+    record = {"step": step, "epoch": epoch, "loss": float(np.mean(losses)) if losses else None,
+              "lr": scheduler.get_last_lr()[0], "param_checksum": float(checksum),
+              "param_spread": spread}
+    if evaluator is not None:
+        started = time.perf_counter()
+        record["stsb_dev"] = sts.score_pairs(evaluator, dev)
+        model.train()
+        best = max([r["stsb_dev"] for r in history] + [record["stsb_dev"]])
+        record["best_stsb_dev"] = best
+        logger.info("step %d: STS-B dev %.2f (best %.2f), loss %.4f, scored in %.1f s", step,
+                    record["stsb_dev"], best, record["loss"] or float("nan"),
+                    time.perf_counter() - started)
+    return record
+
+
+def _report(record, history, bare, tokenizer, optimizer, scheduler, scaler, rank, step) -> None:
+    import ray.train
+
+    history.append(record)
+    if rank != 0:
+        ray.train.report(record)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        Checkpointing.save(Path(folder), bare, tokenizer, optimizer, scheduler, scaler,
+                           {"step": step, "history": history})
+        ray.train.report(record, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+
+def run_training(config: TrainConfig) -> dict:
+    """Train, export OUTPUT/best (HF) and OUTPUT/best-st (sentence-transformers) from the best
+    checkpoint by STS-B dev; returns the summary (also OUTPUT/summary.json)."""
+    import ray
+    from ray.data import DataContext
+    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from sentray.runtime import init_ray
+
+    started = time.perf_counter()
+    logger.info("training config: %s", json.dumps(dataclasses.asdict(config), default=str))
+    data_dir = sts.resolve_data_dir(config.data_dir)  # fail before any cluster work
+    dev = sts.load_sts_benchmark(data_dir, "dev")
+    models.load_config(config.model)  # an unknown model fails here, not on every worker
+    plan = inspect_input(config)
+    logger.info("%d rows: %d steps/epoch of %d, %d steps; %d rows/epoch past the last full batch",
+                plan.rows, plan.steps_per_epoch, config.batch_size, plan.total_steps,
+                plan.dropped_per_epoch)
+    epochs = math.ceil(plan.total_steps / plan.steps_per_epoch)
+    output = storage.locate(config.output, config.s3_endpoint)
+    run_folder = output.join(config.name)
+    started_cluster = init_ray(config.address, num_cpus=config.num_cpus or int(
+        config.workers * config.cpus_per_worker + 2))
+    try:
+        execution = DataContext.get_current().execution_options
+        execution.preserve_order = True  # batches in the sorted order, on every worker
+        trainer = TorchTrainer(
+            train_loop_per_worker,
+            train_loop_config={
+                "config": config, "total_steps": plan.total_steps,
+                "steps_per_epoch": plan.steps_per_epoch, "dev": dev,
+                "fault_marker": (_absolute(run_folder.join(f"fault-drill-{config.fail_at_step}"))
+                                 if config.fail_at_step else None)},
+            scaling_config=ScalingConfig(
+                num_workers=config.workers, use_gpu=config.use_gpu,
+                resources_per_worker={"CPU": config.cpus_per_worker,
+                                      **({"GPU": 1} if config.use_gpu else {})}),
+            datasets=epoch_datasets(config, epochs, plan.rows),
+            # Every worker reads the whole epoch in order and keeps its slice of each batch.
+            dataset_config=DataConfig(datasets_to_split=[], execution_options=execution),
+            run_config=RunConfig(
+                name=config.name, storage_path=_absolute(output),
+                storage_filesystem=output.filesystem if output.is_s3 else None,
+                failure_config=FailureConfig(max_failures=config.max_failures),
+                checkpoint_config=CheckpointConfig(
+                    num_to_keep=config.keep_checkpoints, checkpoint_score_attribute="stsb_dev",
+                    checkpoint_score_order="max")),
+        )
+        result = trainer.fit()
+    finally:
+        if started_cluster:
+            ray.shutdown()
+    if result.error:
+        raise RuntimeError(f"training failed: {result.error}") from result.error
+    best = result.get_best_checkpoint("stsb_dev", "max")
+    latest = result.checkpoint
+    if best is None or latest is None:
+        raise RuntimeError(f"run {config.name!r} reported no checkpoint")
+    with latest.as_directory() as folder:
+        history = json.loads((Path(folder) / "state.json").read_text())["history"]
+    best_record = max(history, key=lambda r: r["stsb_dev"])
+    exported = export_checkpoint(best, output, config, best_record)
+    summary = {"run": run_folder.uri, "rows": plan.rows, "steps": plan.total_steps,
+               "steps_per_epoch": plan.steps_per_epoch, "epochs": epochs,
+               "rows_past_last_batch_per_epoch": plan.dropped_per_epoch,
+               "best_step": best_record["step"], "best_stsb_dev": best_record["stsb_dev"],
+               "exported": exported, "history": history,
+               "seconds": round(time.perf_counter() - started, 1),
+               "config": json.loads(json.dumps(dataclasses.asdict(config), default=str))}
+    with output.filesystem.open_output_stream(output.join("summary.json").path) as f:
+        f.write(json.dumps(summary, indent=1).encode())
+    return summary
+
+
+def export_checkpoint(checkpoint, output: storage.Location, config: TrainConfig,
+                      record: dict) -> dict:
+    """The checkpoint's encoder, without the training MLP, as OUTPUT/best (Hugging Face model
+    directory + tokenizer + sentray.json naming the pooling) and OUTPUT/best-st
+    (sentence-transformers layout) when sentence-transformers can express the pooling."""
+    info = {"pooling": config.pooling, "head": config.head, "base_model": config.model,
+            "objective": config.objective, "step": record["step"],
+            "stsb_dev": record["stsb_dev"], "max_length": None}
+    exported = {}
+    with checkpoint.as_directory() as folder, tempfile.TemporaryDirectory() as staging:
+        model_dir = Path(folder) / Checkpointing.MODEL
+        tokenizer = models.load_tokenizer(str(model_dir))
+        info["max_length"] = models.default_max_length(config.model, tokenizer)
+        hf_dir = Path(staging) / "best"
+        shutil.copytree(model_dir, hf_dir)
+        (hf_dir / models.SENTRAY_MODEL_INFO).write_text(json.dumps(info, indent=1))
+        exported["best"] = output.join("best").uri
+        if config.pooling in ST_POOLING:
+            write_sentence_transformers(model_dir, Path(staging) / "best-st",
+                                        ST_POOLING[config.pooling], info)
+            exported["best-st"] = output.join("best-st").uri
+        else:
+            logger.warning("pooling %r has no sentence-transformers equivalent: exported %s "
+                           "only (jobs/embed.py and jobs/evaluate.py read it)", config.pooling,
+                           exported["best"])
+            exported["best-st"] = None
+        for name in ("best", "best-st"):
+            if exported.get(name):
+                _replace_folder(Path(staging) / name, output.join(name))
+    logger.info("exported step %d (STS-B dev %.2f): %s", record["step"], record["stsb_dev"],
+                exported)
+    return exported
+
+
+def write_sentence_transformers(model_dir: Path, target: Path, st_mode: str, info: dict) -> None:
+    """A sentence-transformers directory: Transformer (the HF files at the root) + Pooling."""
+    config = json.loads((model_dir / "config.json").read_text())
+    shutil.copytree(model_dir, target)
+    (target / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling",
+         "type": "sentence_transformers.models.Pooling"}], indent=1))
+    (target / "sentence_bert_config.json").write_text(json.dumps(
+        {"max_seq_length": info["max_length"], "do_lower_case": False}, indent=1))
+    (target / "1_Pooling").mkdir()
+    modes = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens",
+             "weightedmean_tokens", "lasttoken")
+    (target / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": config["hidden_size"],
+         **{f"pooling_mode_{m}": m == st_mode for m in modes},
+         "include_prompt": True}, indent=1))
+    (target / "config_sentence_transformers.json").write_text(json.dumps(
+        {"similarity_fn_name": "cosine", "prompts": {}, "default_prompt_name": None}, indent=1))
+    (target / models.SENTRAY_MODEL_INFO).write_text(json.dumps(info, indent=1))
+
+
+def _absolute(location: storage.Location) -> str:
+    """A location as every node understands it: s3://... or an absolute local path."""
+    return location.uri if location.is_s3 else location.path
+
+
+def _replace_folder(source: Path, target: storage.Location) -> None:
+    import pyarrow.fs as pafs
+
+    target.filesystem.delete_dir_contents(target.path, missing_dir_ok=True)
+    target.filesystem.create_dir(target.path, recursive=True)
+    pafs.copy_files(str(source), target.path, source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=target.filesystem)
+
+
+__all__ = ["ContrastiveModel", "TrainConfig", "build_model", "export_checkpoint",
+           "inspect_input", "linear_schedule", "run_training", "step_seed",
+           "train_loop_per_worker", "view_texts"]
