@@ -1,12 +1,15 @@
 """Row-accounted Parquet output shared by the jobs: every input file (source) is written as
 parts, each a run of its consecutive rows,
 
-    <folder>/<source key>/part-<first row>-<end row>-of-<source rows>.parquet
+    <folder>/<source key>/part-<first row>-<end row>-of-<source rows>[-rows-<n>].parquet
 
-so a source is done exactly when its parts tile [0, rows) — across every folder the job writes
-(e.g. an output and a rejects folder). That makes reruns resume: complete sources are skipped,
-incomplete ones have their parts deleted and are redone. Writes are atomic: local parts are
-renamed into place, S3 objects appear whole.
+A job that splits rows between folders (kept rows to the output, rejected ones to a rejects
+folder) writes each run of rows once per folder, every part named by the whole run and `-rows-<n>`
+saying how many of its rows that folder holds; so a filter does not shatter the output into a
+file per gap. A source is done exactly when its runs tile [0, rows) and each run's rows add up
+across the folders. That makes reruns resume: complete sources are skipped, incomplete ones have
+their parts deleted and are redone. Writes are atomic: local parts are renamed into place, S3
+objects appear whole.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from sentray.corpus import Source
 
 logger = logging.getLogger(__name__)
 
-PART_NAME = re.compile(r"^part-(\d+)-(\d+)-of-(\d+)\.parquet$")
+PART_NAME = re.compile(r"^part-(\d+)-(\d+)-of-(\d+)(?:-rows-(\d+))?\.parquet$")
 # Columns every table handed to the sink carries: its source key, row and the source's rows.
 ACCOUNTING_COLUMNS = ("source", "row", "source_rows")
 
@@ -36,18 +39,23 @@ ACCOUNTING_COLUMNS = ("source", "row", "source_rows")
 Route = Callable[[pa.Table], Sequence[tuple[storage.Location, pa.Table]]]
 
 
-def part_name(first_row: int, end_row: int, total: int) -> str:
-    return f"part-{first_row:012d}-{end_row:012d}-of-{total:012d}.parquet"
+def part_name(first_row: int, end_row: int, total: int, rows: int | None = None) -> str:
+    """The name of a part covering the run [first_row, end_row) of a source of `total` rows, of
+    which it holds `rows` (default: all of them)."""
+    count = "" if rows is None or rows == end_row - first_row else f"-rows-{rows}"
+    return f"part-{first_row:012d}-{end_row:012d}-of-{total:012d}{count}.parquet"
 
 
-def write_part(folder: storage.Location, source_key: str, table: pa.Table) -> None:
-    """Write one run of consecutive rows of one source (`source_rows` is dropped)."""
+def write_part(folder: storage.Location, source_key: str, table: pa.Table,
+               run: tuple[int, int] | None = None) -> None:
+    """Write rows of one source that fall in the run [first, end) of its rows (default: the
+    table is the whole run); `source_rows` is dropped."""
     rows = table.column("row")
-    first, end = rows[0].as_py(), rows[-1].as_py() + 1
+    first, end = run or (rows[0].as_py(), rows[-1].as_py() + 1)
     total = table.column("source_rows")[0].as_py()
-    assert end - first == table.num_rows, "a part must be a run of consecutive rows"
+    assert first <= rows[0].as_py() and rows[-1].as_py() < end, "rows outside their run"
     target = folder.join(source_key)
-    final = posixpath.join(target.path, part_name(first, end, total))
+    final = posixpath.join(target.path, part_name(first, end, total, table.num_rows))
     folder.filesystem.create_dir(target.path, recursive=True)
     table = table.drop_columns(["source_rows"])
     if folder.is_s3:
@@ -65,14 +73,19 @@ def consecutive_runs(rows: np.ndarray) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
 
-def write_block(folder: storage.Location, table: pa.Table) -> int:
-    """Write a block (rows of any sources, any order) as per-source runs; returns rows."""
+def write_block(route: Route, table: pa.Table) -> int:
+    """Write a block (rows of any sources, any order): each run of consecutive rows of a source
+    is routed, and each folder gets one part of the run's rows it holds. Returns rows written."""
     written = 0
     for key in table.column("source").unique().to_pylist():
         part = table.filter(pc.equal(table.column("source"), key)).sort_by("row")
-        for start, stop in consecutive_runs(part.column("row").to_numpy()):
-            write_part(folder, key, part.slice(start, stop - start))
-            written += stop - start
+        rows = part.column("row").to_numpy()
+        for start, stop in consecutive_runs(rows):
+            run = (int(rows[start]), int(rows[stop - 1]) + 1)
+            for folder, routed in route(part.slice(start, stop - start)):
+                if routed.num_rows:
+                    write_part(folder, key, routed, run)
+                    written += routed.num_rows
     return written
 
 
@@ -96,9 +109,7 @@ def make_sink(route: Route):
             for block in blocks:
                 table = block if isinstance(block, pa.Table) else pa.table(block)
                 if table.num_rows:
-                    for folder, part in route(table):
-                        if part.num_rows:
-                            written += write_block(folder, part)
+                    written += write_block(route, table)
             return written
 
         def on_write_complete(self, write_result) -> None:
@@ -107,7 +118,8 @@ def make_sink(route: Route):
     return PartSink()
 
 
-def _ranges(folder: storage.Location, source_key: str) -> list[tuple[int, int, int]]:
+def _ranges(folder: storage.Location, source_key: str) -> list[tuple[int, int, int, int]]:
+    """(first, end, total, rows held) of every part of one source in `folder`."""
     target = folder.join(source_key)
     try:
         infos = folder.filesystem.get_file_info(pafs.FileSelector(target.path))
@@ -117,21 +129,27 @@ def _ranges(folder: storage.Location, source_key: str) -> list[tuple[int, int, i
     for info in infos:
         match = PART_NAME.match(posixpath.basename(info.path))
         if match:
-            ranges.append(tuple(map(int, match.groups())))
+            first, end, total, rows = match.groups()
+            first, end, total = int(first), int(end), int(total)
+            ranges.append((first, end, total, end - first if rows is None else int(rows)))
     return ranges
 
 
 def completed_rows(folders: Sequence[storage.Location],
                    source_key: str) -> tuple[int, int | None]:
     """(rows covered, source rows) from the part names of one source in all `folders`; rows
-    covered is -1 when the parts do not tile [0, rows) exactly (a run that died half-way)."""
-    ranges = sorted(r for folder in folders for r in _ranges(folder, source_key))
-    if not ranges:
+    covered is -1 when the runs do not tile [0, rows) exactly or a run's rows do not add up
+    across the folders (a run that died half-way)."""
+    held: dict[tuple[int, int, int], int] = {}
+    for folder in folders:
+        for first, end, total, rows in _ranges(folder, source_key):
+            held[(first, end, total)] = held.get((first, end, total), 0) + rows
+    if not held:
         return 0, None
-    totals = {total for _, _, total in ranges}
+    totals = {total for _, _, total in held}
     position = 0
-    for first, end, _ in ranges:
-        if first != position:
+    for (first, end, total) in sorted(held):
+        if first != position or held[(first, end, total)] != end - first:
             return -1, None
         position = end
     if len(totals) != 1:

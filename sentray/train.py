@@ -18,6 +18,7 @@ Reproducibility and resumption are designed in, not hoped for:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -271,14 +272,22 @@ def epoch_datasets(config: TrainConfig, epochs: int, rows: int) -> dict:
     files = [f.path for f in storage.list_files(location, (".parquet",))]
     columns = ["id", *VIEW_COLUMNS[config.objective]]
     context = ray.data.DataContext.get_current()
-    # Ray's default of 200 sort partitions costs minutes on small data: ~SORT_ROWS rows each.
-    context.default_hash_shuffle_parallelism = max(1, math.ceil(rows / SORT_ROWS))
+    # Ray's defaults (200 sort partitions, a read task per few files) cost minutes on small
+    # data: ~SORT_ROWS rows per read task and per sort partition instead. A dataset keeps a
+    # copy of the context it was made under, so the process-wide one is restored after.
+    partitions = max(1, math.ceil(rows / SORT_ROWS))
+    saved = context.default_hash_shuffle_parallelism, context.enable_progress_bars
+    context.default_hash_shuffle_parallelism = partitions
     context.enable_progress_bars = False  # one line per step from rank 0 says enough
-    datasets = {}
-    for epoch in range(epochs):
-        dataset = ray.data.read_parquet(files, filesystem=location.filesystem, columns=columns)
-        dataset = dataset.map_batches(EpochOrder(config.seed, epoch), batch_format="pyarrow")
-        datasets[f"epoch_{epoch}"] = dataset.sort("order").select_columns(list(columns[1:]))
+    try:
+        datasets = {}
+        for epoch in range(epochs):
+            dataset = ray.data.read_parquet(files, filesystem=location.filesystem,
+                                            columns=columns, override_num_blocks=partitions)
+            dataset = dataset.map_batches(EpochOrder(config.seed, epoch), batch_format="pyarrow")
+            datasets[f"epoch_{epoch}"] = dataset.sort("order").select_columns(list(columns[1:]))
+    finally:
+        context.default_hash_shuffle_parallelism, context.enable_progress_bars = saved
     return datasets
 
 
@@ -331,7 +340,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
 
     checkpoint = ray.train.get_checkpoint()
     restored: dict = {}
-    with (checkpoint.as_directory() if checkpoint else _nothing()) as folder:
+    with checkpoint.as_directory() if checkpoint else contextlib.nullcontext() as folder:
         torch.manual_seed(config.seed)  # the MLP starts the same on every run
         model = build_model(config, str(Path(folder) / Checkpointing.MODEL) if folder else None)
         if folder:
@@ -368,7 +377,11 @@ def train_loop_per_worker(loop_config: dict) -> None:
         model.train()  # SentenceEncoder put the encoder in eval mode
 
     losses: list[float] = []
+    # Wall time of each step, batch fetch included, reports excluded; the first step after a
+    # (re)start also waits for the epoch's dataset to start and is left out.
+    step_seconds: list[float] = []
     step, started = start_step, time.perf_counter()
+    mark = None
     for epoch in range(start_step // steps_per_epoch, math.ceil(total_steps / steps_per_epoch)):
         shard = ray.train.get_dataset_shard(f"epoch_{epoch}")
         batches = shard.iter_batches(batch_size=config.batch_size, batch_format="numpy",
@@ -399,6 +412,10 @@ def train_loop_per_worker(loop_config: dict) -> None:
                 optimizer.step()
             scheduler.step()
             losses.append(float(loss.detach()))
+            now = time.perf_counter()
+            if mark is not None:
+                step_seconds.append(now - mark)
+            mark = now
             if rank == 0 and (step % config.log_steps == 0 or step == 1):
                 rate = (step - start_step) / (time.perf_counter() - started)
                 logger.info("step %d/%d epoch %d loss %.4f lr %.3g (%.2f steps/s)", step,
@@ -406,19 +423,14 @@ def train_loop_per_worker(loop_config: dict) -> None:
             if step % config.eval_steps == 0 or step == total_steps:
                 record = _evaluate(evaluator, loop_config.get("dev"), model, step, epoch,
                                    losses, scheduler, history, bare)
-                losses = []
+                record["seconds_per_step"] = float(np.mean(step_seconds)) if step_seconds \
+                    else None
+                losses, step_seconds = [], []
                 _report(record, history, bare, tokenizer, optimizer, scheduler, scaler, rank,
                         step)
+                mark = time.perf_counter()
         if step >= total_steps:
             break
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _maybe_fail(marker: str | None, config: TrainConfig, rank: int, world: int,
@@ -487,7 +499,6 @@ def run_training(config: TrainConfig) -> dict:
     """Train, export OUTPUT/best (HF) and OUTPUT/best-st (sentence-transformers) from the best
     checkpoint by STS-B dev; returns the summary (also OUTPUT/summary.json)."""
     import ray
-    from ray.data import DataContext
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
@@ -508,7 +519,7 @@ def run_training(config: TrainConfig) -> dict:
     started_cluster = init_ray(config.address, num_cpus=config.num_cpus or int(
         config.workers * config.cpus_per_worker + 2))
     try:
-        execution = DataContext.get_current().execution_options
+        execution = DataConfig.default_ingest_options()
         execution.preserve_order = True  # batches in the sorted order, on every worker
         trainer = TorchTrainer(
             train_loop_per_worker,

@@ -398,3 +398,33 @@ def test_previous_text_follows_file_order_across_blocks_and_tasks(tmp_path):
         assert [got[r] for r in range(23)] == [None] + texts[:-1], source.name
     plain = next(read_text_source(discover_sources(config)[0], 5))
     assert "previous_text" not in plain.column_names
+
+
+def test_a_split_run_is_one_part_per_folder_and_its_rows_add_up(tmp_path):
+    """Kept and rejected rows of one run: one part each, named by the whole run; the source is
+    complete only while both parts are there."""
+    import pyarrow.compute as pc
+
+    from sentray import parts, storage
+
+    kept, rejected = storage.locate(str(tmp_path / "out")), storage.locate(str(tmp_path / "rej"))
+
+    def split(table):
+        odd = pc.equal(pc.bit_wise_and(table.column("row"), 1), 1)
+        return [(kept, table.filter(pc.invert(odd))), (rejected, table.filter(odd))]
+
+    block = pa.table({"source": ["s"] * 10, "row": [9, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+                      "source_rows": [12] * 10, "text": [str(i) for i in range(10)]})
+    assert parts.write_block(split, block) == 10
+    block = pa.table({"source": ["s"] * 2, "row": [10, 11], "source_rows": [12] * 2,
+                      "text": ["a", "b"]})
+    assert parts.write_block(split, block) == 2
+    names = sorted(p.name for p in (tmp_path / "out" / "s").iterdir())
+    assert names == [parts.part_name(0, 10, 12, 5), parts.part_name(10, 12, 12, 1)]
+    assert names[0] == "part-000000000000-000000000010-of-000000000012-rows-5.parquet"
+    assert len(list((tmp_path / "rej" / "s").iterdir())) == 2
+    assert parts.completed_rows([kept, rejected], "s") == (12, 12)
+    assert parts.completed_rows([kept], "s") == (-1, None)  # the rejected half is not counted
+    (tmp_path / "rej" / "s" / parts.part_name(10, 12, 12, 1)).unlink()
+    assert parts.completed_rows([kept, rejected], "s") == (-1, None)
+    assert pq.read_table(tmp_path / "out" / "s").column("row").to_pylist() == [0, 2, 4, 6, 8, 10]

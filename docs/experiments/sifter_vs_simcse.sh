@@ -13,13 +13,17 @@ mkdir -p "$OUT"
 python jobs/augment.py --input ../shared/data/corpus/brown.txt --output out/brown-aug --actors 2
 
 # 2. the initial encoder, with the pooling training uses ([CLS]) and its own (mean)
-python jobs/evaluate.py --pooling cls_before_pooler --data-dir "$DATA" --out "$OUT/base-cls"
-python jobs/evaluate.py --pooling mean --data-dir "$DATA" --out "$OUT/base-mean"
+# (each step is skipped when its results exist, so a stopped experiment resumes)
+[ -f "$OUT/base-cls/results.json" ] ||
+  python jobs/evaluate.py --pooling cls_before_pooler --data-dir "$DATA" --out "$OUT/base-cls"
+[ -f "$OUT/base-mean/results.json" ] ||
+  python jobs/evaluate.py --pooling mean --data-dir "$DATA" --out "$OUT/base-mean"
 
 # 3. both objectives, 3 seeds, same steps, batch 64, lr 1e-5, dropout 0.15, max_length 32
 for seed in 1 2 3; do
   for objective in sifter simcse; do
     run="$OUT/$objective-seed$seed"
+    [ -f "$run/eval/results.json" ] && continue
     python jobs/train.py --input out/brown-aug --output "$run" --objective "$objective" \
       --seed "$seed" --max-steps "$STEPS" --eval-steps 25 --workers 1 --cpus-per-worker 2 \
       --data-dir "$DATA" 2>&1 | grep -v "Warning" > "$run.log"

@@ -1,0 +1,154 @@
+"""Training throughput: Ray Train against a plain PyTorch loop on the same batches, 1 -> 2
+workers, and sentence-transformers' MultipleNegativesRankingLoss on (x, x) pairs (its SimCSE
+recipe) at the same batch size. Seconds per optimizer step, batch fetch included, first step
+(warm-up) and evaluation excluded; every figure measured in this run.
+
+    python bench/bench_train.py --input out/brown-aug --data-dir ../shared/data/senteval
+
+Goals: Ray Train 1 worker / plain loop <= 1.10 (same threads); 2 workers faster than 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from sentray import models, storage
+from sentray.cli import setup_logging
+from sentray.losses import objective_loss
+from sentray.train import EpochOrder, TrainConfig, build_model, run_training, view_texts
+
+
+def first_batches(config: TrainConfig, steps: int) -> list[dict[str, np.ndarray]]:
+    """The global batches of the run's first `steps` steps, in the run's order."""
+    location = storage.locate(config.input)
+    files = [f.path for f in storage.list_files(location, (".parquet",))]
+    table = pa.concat_tables(pq.read_table(f, columns=["id", "text", "backbone_text",
+                                                       "pruned_text"]) for f in files)
+    table = EpochOrder(config.seed, 0)(table).sort_by("order")
+    rows = table.slice(0, steps * config.batch_size).to_pydict()
+    return [{k: np.array(v[i * config.batch_size:(i + 1) * config.batch_size])
+             for k, v in rows.items()} for i in range(steps)]
+
+
+def plain_loop(config: TrainConfig, steps: int, threads: int) -> float:
+    """The same model, tokenization, loss and optimizer in one process: seconds per step."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(config.seed)
+    model = build_model(config).train()
+    tokenizer = models.load_tokenizer(config.model)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
+                                  lr=config.lr)
+    batches = first_batches(config, steps)
+    times = []
+    for batch in batches:
+        started = time.perf_counter()
+        texts = view_texts(batch, config.objective, slice(0, config.batch_size))
+        tokens = tokenizer(texts, truncation=True, max_length=config.max_length, padding=True,
+                           return_tensors="pt")
+        embeddings = model(tokens["input_ids"], tokens["attention_mask"])
+        loss = objective_loss(config.objective, embeddings.split(config.batch_size))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - started)
+    return float(np.mean(times[1:]))
+
+
+def ray_train(config: TrainConfig, output: str, workers: int, cpus: float) -> float:
+    summary = run_training(TrainConfig(**{**config.__dict__, "output": output,
+                                          "workers": workers, "cpus_per_worker": cpus,
+                                          "name": f"bench-{workers}x{cpus:g}"}))
+    return float(summary["history"][-1]["seconds_per_step"])
+
+
+def sentence_transformers_mnrl(config: TrainConfig, steps: int, threads: int) -> float:
+    """sentence-transformers' trainer with MultipleNegativesRankingLoss on (x, x) pairs."""
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.losses import MultipleNegativesRankingLoss
+    from transformers import TrainerCallback
+
+    torch.set_num_threads(threads)
+    model = SentenceTransformer(models.resolve_model(config.model).path, device="cpu")
+    model.max_seq_length = config.max_length
+    texts = [t for b in first_batches(config, steps) for t in b["text"].tolist()]
+    data = Dataset.from_dict({"anchor": texts, "positive": texts})
+    times: list[float] = []
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.started = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            times.append(time.perf_counter() - self.started)
+
+    with tempfile.TemporaryDirectory() as folder:
+        args = SentenceTransformerTrainingArguments(
+            output_dir=folder, per_device_train_batch_size=config.batch_size, max_steps=steps,
+            learning_rate=config.lr, save_strategy="no", report_to=[], logging_steps=1000,
+            use_cpu=True, dataloader_drop_last=True, seed=config.seed)
+        trainer = SentenceTransformerTrainer(
+            model=model, args=args, train_dataset=data, callbacks=[StepTimer()],
+            loss=MultipleNegativesRankingLoss(model, scale=1.0 / config.temperature))
+        trainer.train()
+    return float(np.mean(times[1:]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", default="out/brown-aug")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--model", default=models.DEFAULT_MODEL)
+    parser.add_argument("--objective", default="simcse", choices=["simcse", "sifter"])
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    setup_logging()
+    logging.getLogger("sentray").setLevel(logging.WARNING)
+    config = TrainConfig(input=args.input, model=args.model, objective=args.objective,
+                         batch_size=args.batch_size, max_steps=args.steps,
+                         eval_steps=args.steps, data_dir=args.data_dir, log_steps=1000)
+    results = {}
+    with tempfile.TemporaryDirectory() as output:
+        results["plain, 2 threads"] = plain_loop(config, args.steps, threads=2)
+        results["Ray Train, 1 worker x 2 CPUs"] = ray_train(config, output, 1, 2)
+        results["Ray Train, 1 worker x 1 CPU"] = ray_train(config, output, 1, 1)
+        results["Ray Train, 2 workers x 1 CPU"] = ray_train(config, output, 2, 1)
+    if args.objective == "simcse":
+        results["sentence-transformers MNRL (x, x), 2 threads"] = sentence_transformers_mnrl(
+            config, args.steps, threads=2)
+    print(f"\n{args.model}, {args.objective}, global batch {args.batch_size}, max_length "
+          f"{config.max_length}, {args.steps} steps each")
+    for name, seconds in results.items():
+        print(f"  {name:48s} {seconds:6.3f} s/step  {1 / seconds:6.3f} steps/s")
+    ratios = {
+        "Ray Train 1 worker / plain loop (goal <= 1.10)":
+            results["Ray Train, 1 worker x 2 CPUs"] / results["plain, 2 threads"],
+        "2 workers speed-up over 1 worker (1 CPU each)":
+            results["Ray Train, 1 worker x 1 CPU"] / results["Ray Train, 2 workers x 1 CPU"],
+    }
+    if args.objective == "simcse":
+        ratios["sentray steps/s / sentence-transformers steps/s (Ray, 1 worker x 2 CPUs)"] = (
+            results["sentence-transformers MNRL (x, x), 2 threads"]
+            / results["Ray Train, 1 worker x 2 CPUs"])
+    for name, value in ratios.items():
+        print(f"  {name}: {value:.2f}")
+    print(json.dumps({"seconds_per_step": results, "ratios": ratios}))
+
+
+if __name__ == "__main__":
+    main()

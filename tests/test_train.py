@@ -1,0 +1,307 @@
+"""Training: config and input checks, the model and data pieces, and real 2-worker CPU DDP runs
+on Ray Train with a tiny model (loss goes down, workers stay in sync, a killed worker resumes
+to the same result, reruns resume, exports load)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from conftest import make_tiny_bert
+from safetensors.torch import load_file
+
+from sentray import models
+from sentray.encoder import EncoderConfig, SentenceEncoder
+from sentray.train import (
+    ContrastiveModel,
+    EpochOrder,
+    TrainConfig,
+    inspect_input,
+    linear_schedule,
+    run_training,
+    step_seed,
+    view_texts,
+)
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sentray" / "data" / "sample.txt"
+
+
+def write_views(folder: Path, rows: int, *, nulls: bool = False, drop: str | None = None) -> Path:
+    """A small augmentation-like output: id, text, backbone_text, pruned_text."""
+    texts = [t for t in SAMPLE.read_text().splitlines() if t.strip()][:rows]
+    table = pa.table({
+        "id": [f"sample:{i}" for i in range(len(texts))],
+        "text": texts,
+        "backbone_text": [t + " " + " ".join(t.split()[:3]) for t in texts],
+        "pruned_text": [" ".join(w for w in t.split() if w.lower() not in {"the", "a", "an"})
+                        for t in texts],
+    })
+    if nulls:
+        table = table.set_column(3, "pruned_text", pa.array([None] + texts[1:]))
+    if drop:
+        table = table.drop_columns([drop])
+    (folder / "sample").mkdir(parents=True)
+    pq.write_table(table, folder / "sample" / "part-0.parquet")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    make_tiny_bert(tokenizer.vocab_size).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+# -- config and input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"batch_size": 63, "workers": 2}, "divisible"),
+    ({"objective": "triplet"}, "objective"),
+    ({"precision": "fp16"}, "use-gpu"),
+    ({"dropout": 1.0}, "dropout"),
+    ({"max_steps": 0}, "max_steps"),
+    ({"pooling": "ditto", "model": "some/unknown-model"}, "head"),
+    ({"head": "0-1"}, "Ditto"),
+    ({"name": "a/b"}, "folder name"),
+])
+def test_bad_config_is_rejected_before_anything_runs(fields, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(input="x", **fields)
+
+
+def test_config_defaults_are_the_papers():
+    config = TrainConfig(input="x")
+    assert (config.objective, config.pooling, config.mlp, config.dropout, config.temperature,
+            config.batch_size, config.lr, config.epochs, config.eval_steps,
+            config.max_length) == ("sifter", "cls_before_pooler", True, 0.15, 0.05, 64, 1e-5, 1,
+                                   125, 32)
+    assert (config.weights.xy, config.weights.xz, config.weights.yz) == (1.0, 1.0, 1.0)
+    assert config.name == "sifter" and config.views == 3
+    assert TrainConfig(input="x", batch_size=64, workers=4).local_batch_size == 16
+
+
+def test_input_is_checked_with_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        inspect_input(TrainConfig(input=str(tmp_path / "missing")))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no .parquet"):
+        inspect_input(TrainConfig(input=str(tmp_path / "empty")))
+    no_y = write_views(tmp_path / "no-y", 100, drop="backbone_text")
+    with pytest.raises(ValueError, match="backbone_text"):
+        inspect_input(TrainConfig(input=str(no_y)))
+    assert inspect_input(TrainConfig(input=str(no_y), objective="simcse")).rows == 100
+    with pytest.raises(ValueError, match="1 rows have no 'pruned_text'.*sample:0"):
+        inspect_input(TrainConfig(input=str(write_views(tmp_path / "nulls", 100, nulls=True))))
+    few = write_views(tmp_path / "few", 10)
+    with pytest.raises(ValueError, match="fewer than one global batch"):
+        inspect_input(TrainConfig(input=str(few)))
+
+
+def test_input_plan_counts_steps_and_the_rows_past_the_last_batch(tmp_path):
+    folder = str(write_views(tmp_path / "views", 100))
+    plan = inspect_input(TrainConfig(input=folder, batch_size=16, epochs=3))
+    assert (plan.rows, plan.steps_per_epoch, plan.total_steps, plan.dropped_per_epoch) == (
+        100, 6, 18, 4)
+    assert inspect_input(TrainConfig(input=folder, batch_size=16, epochs=3,
+                                     max_steps=7)).total_steps == 7
+
+
+# -- data and model pieces ----------------------------------------------------------------------
+
+
+def test_epoch_order_depends_on_seed_epoch_and_id_only():
+    table = pa.table({"id": [f"r{i}" for i in range(50)], "text": ["x"] * 50})
+    whole = EpochOrder(1, 0)(table).column("order").to_pylist()
+    halves = (EpochOrder(1, 0)(table.slice(0, 20)).column("order").to_pylist()
+              + EpochOrder(1, 0)(table.slice(20)).column("order").to_pylist())
+    assert whole == halves  # the block layout does not matter
+    assert whole != EpochOrder(1, 1)(table).column("order").to_pylist()
+    assert whole != EpochOrder(2, 0)(table).column("order").to_pylist()
+    assert len(set(whole)) == 50
+    ints = pa.table({"id": list(range(5))})
+    assert EpochOrder(1, 0)(ints).column("order").to_pylist() == EpochOrder(1, 0)(
+        pa.table({"id": [str(i) for i in range(5)]})).column("order").to_pylist()
+
+
+def test_view_texts_are_this_workers_rows_view_after_view():
+    batch = {"text": np.array(["x0", "x1", "x2", "x3"]),
+             "backbone_text": np.array(["y0", "y1", "y2", "y3"]),
+             "pruned_text": np.array(["z0", "z1", "z2", "z3"])}
+    assert view_texts(batch, "sifter", slice(2, 4)) == ["x2", "x3", "y2", "y3", "z2", "z3"]
+    assert view_texts(batch, "simcse", slice(0, 2)) == ["x0", "x1", "x0", "x1"]
+
+
+def test_step_seeds_differ_by_rank_and_step_and_repeat():
+    seeds = {step_seed(42, rank, step) for rank in range(2) for step in range(1, 50)}
+    assert len(seeds) == 98
+    assert step_seed(42, 1, 7) == step_seed(42, 1, 7)
+
+
+def test_linear_schedule_decays_to_zero():
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    scheduler = linear_schedule(optimizer, 4)
+    lrs = []
+    for _ in range(4):
+        lrs.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert np.allclose(lrs + [scheduler.get_last_lr()[0]], [1e-3, 7.5e-4, 5e-4, 2.5e-4, 0.0])
+
+
+def test_contrastive_model_is_the_encoders_pooling_plus_a_train_time_mlp(tokenizer):
+    encoder = make_tiny_bert(tokenizer.vocab_size)
+    with_mlp = ContrastiveModel(encoder, "cls_before_pooler", mlp=True).eval()
+    bare = ContrastiveModel(encoder, "cls_before_pooler", mlp=False).eval()
+    assert not any(p.requires_grad for p in encoder.pooler.parameters())  # not in the loss
+    assert ContrastiveModel(make_tiny_bert(tokenizer.vocab_size), "cls").encoder.pooler.dense.weight \
+        .requires_grad
+    texts = ["A man plays a guitar.", "Nobody came."]
+    reference = SentenceEncoder(EncoderConfig(pooling="cls_before_pooler"), model=encoder,
+                                tokenizer=tokenizer)
+    tokens = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        plain = bare(tokens["input_ids"], tokens["attention_mask"])
+        projected = with_mlp(tokens["input_ids"], tokens["attention_mask"])
+    assert torch.allclose(plain, torch.from_numpy(reference.encode(texts)), atol=1e-6)
+    assert torch.allclose(projected, with_mlp.mlp(plain), atol=1e-6)
+    assert projected.shape == (2, 32)
+
+
+def test_ditto_pooling_trains_through_the_same_fast_path(tokenizer):
+    encoder = make_tiny_bert(tokenizer.vocab_size)
+    model = ContrastiveModel(encoder, "ditto", head="1-2", mlp=False)
+    assert model.fast_ditto and model.layer_head == (1, 2)
+    tokens = tokenizer(["A man plays a guitar.", "Nobody came."], padding=True,
+                       return_tensors="pt")
+    model(tokens["input_ids"], tokens["attention_mask"]).sum().backward()
+    assert encoder.encoder.layer[1].attention.self.query.weight.grad is not None
+
+
+def test_model_directories_name_their_pooling(tmp_path, tiny_model_dir):
+    assert models.model_pooling("all-MiniLM-L6-v2") == ("mean", None)  # ST 1_Pooling: mean
+    folder = tmp_path / "m"
+    folder.mkdir()
+    assert models.model_pooling(str(folder)) == ("mean", None)
+    (folder / "sentray.json").write_text(json.dumps({"pooling": "ditto", "head": "0-3"}))
+    assert models.model_pooling(str(folder)) == ("ditto", "0-3")
+
+
+# -- Ray Train: 2 CPU workers, gloo -------------------------------------------------------------
+
+
+def tiny_run_config(tmp_path: Path, model_dir: Path, data: Path, data_dir: Path, **fields):
+    base = dict(input=str(data), output=str(tmp_path), model=str(model_dir), workers=2,
+                batch_size=16, epochs=2, eval_steps=6, lr=5e-4, eval_batch_size=128, seed=7,
+                data_dir=str(data_dir), log_steps=100, max_failures=1)
+    return TrainConfig(**{**base, **fields})
+
+
+@pytest.fixture(scope="module")
+def views(tmp_path_factory) -> Path:
+    return write_views(tmp_path_factory.mktemp("views"), 96)
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory, tiny_model_dir, views, data_dir):
+    import ray
+
+    from sentray.runtime import init_ray
+
+    if not ray.is_initialized():
+        init_ray(num_cpus=4)
+    output = tmp_path_factory.mktemp("clean")
+    config = tiny_run_config(output, tiny_model_dir, views, data_dir)
+    return config, run_training(config)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_two_worker_run_learns_stays_in_sync_and_exports(clean_run, tokenizer):
+    config, summary = clean_run
+    history = summary["history"]
+    assert [r["step"] for r in history] == [6, 12] and summary["steps"] == 12
+    assert history[-1]["loss"] < history[0]["loss"]  # 2 epochs over the same 96 rows
+    assert all(r["param_spread"] == 0.0 for r in history)  # DDP kept the replicas identical
+    assert summary["best_stsb_dev"] == max(r["stsb_dev"] for r in history)
+    output = Path(config.output)
+    best = output / "best"
+    assert json.loads((best / "sentray.json").read_text())["pooling"] == "cls_before_pooler"
+    assert models.model_pooling(str(best)) == ("cls_before_pooler", None)
+    ours = SentenceEncoder(EncoderConfig(model=str(best), pooling="cls_before_pooler"))
+    texts = ["A man plays a guitar.", "The jury said nothing."]
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(output / "best-st"), device="cpu")
+    assert np.allclose(st.encode(texts), ours.encode(texts), atol=1e-5)
+    assert json.loads((output / "summary.json").read_text())["best_step"] == summary["best_step"]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_killed_worker_resumes_from_its_checkpoint_to_the_same_result(clean_run, tmp_path):
+    """Worker 1 dies at step 8; the group restarts from the step-6 checkpoint and ends with the
+    parameters of the run that never failed (same seed, same worker count)."""
+    config, clean = clean_run
+    faulty = TrainConfig(**{**config.__dict__, "output": str(tmp_path), "fail_at_step": 8})
+    summary = run_training(faulty)
+    assert (tmp_path / faulty.name / "fault-drill-8").is_file()  # the worker did die
+    assert [r["param_checksum"] for r in summary["history"]] == [
+        r["param_checksum"] for r in clean["history"]]
+    assert [r["loss"] for r in summary["history"]] == [r["loss"] for r in clean["history"]]
+    a = load_file(Path(config.output) / "best" / "model.safetensors")
+    b = load_file(tmp_path / "best" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_rerunning_a_run_name_resumes_it(clean_run, tmp_path):
+    config, clean = clean_run
+    longer = TrainConfig(**{**config.__dict__, "epochs": 3})  # same name and output: resume
+    summary = run_training(longer)
+    steps = [r["step"] for r in summary["history"]]
+    assert steps == [6, 12, 18]  # 6 and 12 restored from the first run, 13-18 trained
+    assert summary["history"][:2] == clean["history"]
+    again = run_training(longer)  # complete: nothing left to train, the export is the same
+    assert again["history"] == summary["history"] and again["best_step"] == summary["best_step"]
+
+
+def test_evaluate_job_reads_an_exported_models_pooling(tmp_path, tiny_model_dir, data_dir):
+    """jobs/evaluate.py --model DIR uses the pooling DIR's sentray.json names."""
+    from test_sts import load_job
+
+    model_dir = tmp_path / "exported"
+    import shutil
+
+    shutil.copytree(tiny_model_dir, model_dir)
+    (model_dir / "sentray.json").write_text(json.dumps({"pooling": "cls_before_pooler"}))
+    evaluate = load_job("evaluate")
+    evaluate.main(["--model", str(model_dir), "--tasks", "STSB", "--data-dir", str(data_dir),
+                   "--out", str(tmp_path / "eval")])
+    config = json.loads((tmp_path / "eval" / "config.json").read_text())
+    assert config["pooling"] == "cls_before_pooler"
+
+
+@pytest.mark.gpu
+@pytest.mark.ray
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_one_gpu_worker_trains_with_amp(tmp_path, tiny_model_dir, views, data_dir, precision):
+    import ray
+
+    from sentray.runtime import init_ray
+
+    if not ray.is_initialized():
+        init_ray(num_cpus=4, num_gpus=1)
+    config = tiny_run_config(tmp_path, tiny_model_dir, views, data_dir, workers=1,
+                             use_gpu=True, precision=precision, epochs=1)
+    summary = run_training(config)
+    assert summary["steps"] == 6 and all(np.isfinite(r["loss"]) for r in summary["history"])
+    assert (tmp_path / "best" / "model.safetensors").is_file()
