@@ -26,7 +26,7 @@ for seed in 1 2 3; do
     [ -f "$run/eval/results.json" ] && continue
     python jobs/train.py --input out/brown-aug --output "$run" --objective "$objective" \
       --seed "$seed" --max-steps "$STEPS" --eval-steps 25 --workers 1 --cpus-per-worker 2 \
-      --data-dir "$DATA" 2>&1 | grep -v "Warning" > "$run.log"
+      --data-dir "$DATA" 2>&1 | grep --line-buffered -v "Warning" > "$run.log"
     python jobs/evaluate.py --model "$run/best" --data-dir "$DATA" --out "$run/eval"
   done
 done
