@@ -49,6 +49,7 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from sentray import lexicon, models, sst
+from sentray.runtime import train_worker_setup
 
 logger = logging.getLogger(__name__)
 
@@ -495,13 +496,7 @@ def train_loop_per_worker(loop_config: dict) -> dict | None:
     import ray.train.torch
 
     config: LSTMConfig = loop_config["config"]
-    context = ray.train.get_context()
-    rank, world = context.get_world_rank(), context.get_world_size()
-    if world != config.world_size:
-        raise RuntimeError(f"expected {config.world_size} workers, got {world}")
-    device = ray.train.torch.get_device()
-    if device.type == "cpu":
-        torch.set_num_threads(max(1, int(config.cpus_per_worker)))
+    rank, world, device = train_worker_setup(config.world_size, config.cpus_per_worker)
     data: LSTMData = ray.get(loop_config["data"])
     # the one buffer, the SIFTER lookup table, never changes: no need to broadcast it each step
     prepare = functools.partial(ray.train.torch.prepare_model,

@@ -45,3 +45,20 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
     ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
              num_cpus=num_cpus, num_gpus=num_gpus, configure_logging=False)
     return True
+
+
+def train_worker_setup(expected_workers: int, cpus_per_worker: float):
+    """Inside a Ray Train worker: (rank, world size, torch device), after checking the world size
+    is the configured one and giving torch as many threads as the worker has CPUs (on CPU)."""
+    import ray.train
+    import ray.train.torch
+    import torch
+
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    if world != expected_workers:
+        raise RuntimeError(f"expected {expected_workers} workers, got {world}")
+    device = ray.train.torch.get_device()
+    if device.type == "cpu":
+        torch.set_num_threads(max(1, int(cpus_per_worker)))
+    return rank, world, device

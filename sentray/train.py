@@ -49,6 +49,7 @@ from sentray.losses import (
     scale_for_ddp,
 )
 from sentray.pooling import DITTO_POOLINGS, canonical_pooling
+from sentray.runtime import train_worker_setup
 
 logger = logging.getLogger(__name__)
 
@@ -328,13 +329,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
 
     config: TrainConfig = loop_config["config"]
     total_steps, steps_per_epoch = loop_config["total_steps"], loop_config["steps_per_epoch"]
-    context = ray.train.get_context()
-    rank, world = context.get_world_rank(), context.get_world_size()
-    if world != config.workers:
-        raise RuntimeError(f"expected {config.workers} workers, got {world}")
-    device = ray.train.torch.get_device()
-    if device.type == "cpu":
-        torch.set_num_threads(max(1, int(config.cpus_per_worker)))
+    rank, world, device = train_worker_setup(config.workers, config.cpus_per_worker)
     local_batch = config.local_batch_size
     rows = slice(rank * local_batch, (rank + 1) * local_batch)
 

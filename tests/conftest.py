@@ -77,3 +77,13 @@ def ray_cluster():
     if not ray.is_initialized():
         init_ray(num_cpus=4)
     return ray
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
+    """A saved tiny random encoder with the packaged tokenizer, loadable by path (Ray workers
+    load models by name)."""
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    make_tiny_bert(tokenizer.vocab_size).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

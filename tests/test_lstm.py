@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_bert
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -374,15 +373,6 @@ def test_accuracy_scores_every_row(tiny_data):
 
 
 # -- (f) the job --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
-    """A saved 32-d random encoder with the packaged tokenizer: its embeddings start the LSTM."""
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    make_tiny_bert(tokenizer.vocab_size).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def job_args(out: Path, model_dir: Path, data_dir: Path, *extra: str) -> list[str]:

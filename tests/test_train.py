@@ -50,14 +50,6 @@ def write_views(folder: Path, rows: int, *, nulls: bool = False, drop: str | Non
     return folder
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    make_tiny_bert(tokenizer.vocab_size).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 # -- config and input ---------------------------------------------------------------------------
 
 
