@@ -155,8 +155,8 @@ def test_ray_job_submit_against_a_loopback_head(tmp_path):
                               "--dashboard-host=127.0.0.1", "--dashboard-port=8265",
                               "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}"],
                              env=env, capture_output=True, text=True, timeout=180)
-    assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
     try:
+        assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
         _wait_for("http://127.0.0.1:8265/api/version", 120)
         result = subprocess.run(
             [ray_bin, "job", "submit", "--address", "http://127.0.0.1:8265",
@@ -169,5 +169,45 @@ def test_ray_job_submit_against_a_loopback_head(tmp_path):
         assert summary["rows_in"] == rows
         assert summary["rows_out"] + summary["rows_rejected"] == rows
     finally:
-        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        _stop_cluster_in(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _stop_cluster_in(temp_dir: str, timeout: float = 30) -> None:
+    """Stop the Ray cluster whose temp dir is `temp_dir`, and only it:
+    `ray stop` would kill every Ray process on the machine (other tests' clusters, users' jobs).
+    Its processes are those naming the temp dir or the GCS address on their command line, and
+    their descendants (the agents retitle themselves `ray::...`, so they are found as the
+    raylet's children, before it goes)."""
+    import psutil
+
+    marks = [temp_dir]
+    address_file = os.path.join(temp_dir, "ray_current_cluster")  # the GCS address
+    if os.path.exists(address_file):
+        marks.append(open(address_file).read().strip())
+
+    def ours(process: psutil.Process) -> bool:
+        try:
+            return any(mark in part for part in process.cmdline() for mark in marks)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return False
+
+    processes = {p.pid: p for p in psutil.process_iter() if p.pid != os.getpid() and ours(p)}
+    for process in list(processes.values()):
+        try:
+            processes.update({c.pid: c for c in process.children(recursive=True)})
+        except psutil.NoSuchProcess:
+            pass
+    processes.pop(os.getpid(), None)
+    for process in processes.values():
+        try:
+            process.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(list(processes.values()), timeout=timeout)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=timeout)
