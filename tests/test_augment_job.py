@@ -186,9 +186,12 @@ def _stop_cluster_in(temp_dir: str, timeout: float = 30) -> None:
     if os.path.exists(address_file):
         marks.append(open(address_file).read().strip())
 
+    def names(part: str, mark: str) -> bool:  # "X", "--flag=X", "X/..." (no "X1" or "X1/...")
+        return any(value == mark or value.startswith(mark + os.sep) for value in part.split("="))
+
     def ours(process: psutil.Process) -> bool:
         try:
-            return any(mark in part for part in process.cmdline() for mark in marks)
+            return any(names(part, mark) for part in process.cmdline() for mark in marks)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             return False
 
