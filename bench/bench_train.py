@@ -24,7 +24,16 @@ import torch
 from sentray import models, storage
 from sentray.cli import setup_logging
 from sentray.losses import objective_loss
-from sentray.train import EpochOrder, TrainConfig, build_model, run_training, view_texts
+from sentray.train import (
+    EpochOrder,
+    TrainConfig,
+    adamw,
+    build_model,
+    clipped_step,
+    encode_views,
+    run_training,
+)
+from sentray.views import objective_views, tokenize_batch
 
 
 def first_batches(config: TrainConfig, steps: int) -> list[dict[str, np.ndarray]]:
@@ -45,20 +54,17 @@ def plain_loop(config: TrainConfig, steps: int, threads: int) -> float:
     torch.manual_seed(config.seed)
     model = build_model(config).train()
     tokenizer = models.load_tokenizer(config.model)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
-                                  lr=config.lr)
+    optimizer = adamw(model, config.lr, config.weight_decay)
     batches = first_batches(config, steps)
     times = []
     for batch in batches:
         started = time.perf_counter()
-        texts = view_texts(batch, config.objective, slice(0, config.batch_size))
-        tokens = tokenizer(texts, truncation=True, max_length=config.max_length, padding=True,
-                           return_tensors="pt")
-        embeddings = model(tokens["input_ids"], tokens["attention_mask"])
-        loss = objective_loss(config.objective, embeddings.split(config.batch_size))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        groups = tokenize_batch(tokenizer, batch, config.objective,
+                                slice(0, config.batch_size), config.max_length, config.weights)
+        views = encode_views(model, groups, objective_views(config.objective, config.weights),
+                             config.batch_size)
+        loss = objective_loss(config.objective, views, config.weights)
+        clipped_step(model, loss, optimizer, None, config.max_grad_norm)
         times.append(time.perf_counter() - started)
     return float(np.mean(times[1:]))
 

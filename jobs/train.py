@@ -48,17 +48,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     model.add_argument("--objective", default="sifter", choices=OBJECTIVES,
                        help="sifter: X-Y, X-Z, Y-Z InfoNCE; simcse: X under two dropout masks "
                             "(default: %(default)s)")
-    model.add_argument("--pooling", default="cls_before_pooler",
+    model.add_argument("--pooling", default=None,
                        choices=sorted(POOLINGS) + sorted(ALIASES), metavar="POOLING",
-                       help="sentence embedding (default: %(default)s, the paper's [CLS])")
-    model.add_argument("--head", default=None, help="Ditto head L-H, for the Ditto poolings")
-    model.add_argument("--no-mlp", action="store_true",
-                       help="no MLP over the pooling at train time (default: MLP, dropped at "
-                            "export, as SimCSE)")
+                       help="sentence embedding (default: the model's own, e.g. mean for "
+                            "all-MiniLM-L6-v2; [CLS] for a raw encoder such as "
+                            "bert-base-uncased, as the paper)")
+    model.add_argument("--head", default=None,
+                       help="Ditto head L-H, for the Ditto poolings (default: the model's "
+                            "known head)")
+    model.add_argument("--mlp", action=argparse.BooleanOptionalAction, default=None,
+                       help="MLP (Linear + Tanh) over the pooling at train time, dropped at "
+                            "export, as SimCSE (default: on, unless the pooling is the model's "
+                            "own read-out)")
     model.add_argument("--dropout", type=float, default=0.15, help="(default: %(default)s)")
     model.add_argument("--temperature", type=float, default=0.05, help="(default: %(default)s)")
     model.add_argument("--lambdas", default="1,1,1",
-                       help="SIFTER weights of X-Y, X-Z, Y-Z (default: %(default)s)")
+                       help="SIFTER weights of X-Y, X-Z, Y-Z, and optionally a 4th of SimCSE's "
+                            "X-X' dropout pair (default: %(default)s); views of zero-weight "
+                            "pairs are not encoded")
     model.add_argument("--max-length", type=int, default=32,
                        help="training truncation in tokens (default: %(default)s)")
     opt = parser.add_argument_group("optimisation")
@@ -66,9 +73,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      help="global batch, split over the workers (default: %(default)s)")
     opt.add_argument("--lr", type=float, default=1e-5, help="AdamW (default: %(default)s)")
     opt.add_argument("--weight-decay", type=float, default=0.0, help="(default: %(default)s)")
+    opt.add_argument("--warmup-ratio", type=float, default=0.0,
+                     help="share of the run's steps with a linear lr warm-up (default: "
+                          "%(default)s)")
+    opt.add_argument("--max-grad-norm", type=float, default=1.0,
+                     help="clip the gradient norm; 0 turns clipping off (default: %(default)s)")
     opt.add_argument("--epochs", type=int, default=1, help="(default: %(default)s)")
     opt.add_argument("--max-steps", type=int, default=None,
-                     help="stop after this many steps (default: all epochs)")
+                     help="train this many steps, fewer than the epochs hold; the lr "
+                          "schedule then ends (decays to 0) at this step (default: all epochs)")
     opt.add_argument("--eval-steps", type=int, default=125,
                      help="STS-B dev, report and checkpoint every N steps (default: %(default)s)")
     opt.add_argument("--eval-batch-size", type=int, default=64, help="(default: %(default)s)")
@@ -100,16 +113,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     try:
-        weights = SifterWeights(*(float(w) for w in args.lambdas.split(",")))
+        values = [float(w) for w in args.lambdas.split(",")]
+        if len(values) not in (3, 4):
+            raise ValueError(f"{len(values)} numbers")
+        weights = SifterWeights(*values)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"--lambdas takes three numbers like 1,1,1, got {args.lambdas!r}: "
+        raise ValueError(f"--lambdas takes 3 or 4 numbers like 1,1,1, got {args.lambdas!r}: "
                          f"{exc}") from exc
     return TrainConfig(
         input=args.input, output=args.output, name=args.name, model=args.model,
-        objective=args.objective, pooling=args.pooling, head=args.head, mlp=not args.no_mlp,
+        objective=args.objective, pooling=args.pooling, head=args.head, mlp=args.mlp,
         dropout=args.dropout, temperature=args.temperature, weights=weights,
         max_length=args.max_length, batch_size=args.batch_size, lr=args.lr,
-        weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps,
+        weight_decay=args.weight_decay, warmup_ratio=args.warmup_ratio,
+        max_grad_norm=args.max_grad_norm or None, epochs=args.epochs, max_steps=args.max_steps,
         eval_steps=args.eval_steps, eval_batch_size=args.eval_batch_size, seed=args.seed,
         data_dir=args.data_dir, workers=args.workers, use_gpu=args.use_gpu,
         cpus_per_worker=args.cpus_per_worker, precision=args.precision,
@@ -125,8 +142,8 @@ def main(argv: list[str] | None = None) -> dict:
         summary = run_training(config_from_args(args))
     except (FileNotFoundError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from exc
-    print(json.dumps({k: summary[k] for k in ("rows", "steps", "best_step", "best_stsb_dev",
-                                              "exported", "seconds")}))
+    print(json.dumps({k: summary[k] for k in ("rows", "steps", "initial_stsb_dev", "best_step",
+                                              "best_stsb_dev", "exported", "seconds")}))
     return summary
 
 

@@ -8,6 +8,8 @@ averaged over the batch; the other rows' candidates are the in-batch negatives.
 
 SIFTER-SimCSE (SIFTER eq. 2): L = lambda_XY l(X, Y) + lambda_XZ l(X, Z) + lambda_YZ l(Y, Z), with Y
 the sentence plus its backbone and Z the sentence without articles, conjunctions and pronouns.
+An optional fourth term lambda_XX' l(X, X') adds SimCSE's own pair (X under a second dropout
+mask; 0 in the paper), for ablations.
 
 Under data parallelism the negatives come from every worker: `gather_with_local_grad` returns the
 global batch with this worker's rows still attached to its graph, as SimCSE does. Every worker
@@ -41,29 +43,48 @@ def info_nce(anchors: torch.Tensor, candidates: torch.Tensor,
     return F.cross_entropy(logits / temperature, labels)
 
 
+# (weight field, anchor view, candidate view); views: x, y (backbone), z (pruned), x2 (x again)
+SIFTER_PAIRS: tuple[tuple[str, str, str], ...] = (
+    ("xy", "x", "y"), ("xz", "x", "z"), ("yz", "y", "z"), ("xx", "x", "x2"))
+SIFTER_VIEWS: tuple[str, ...] = ("x", "y", "z", "x2")
+
+
 @dataclass(frozen=True)
 class SifterWeights:
-    """lambda of each pair in SIFTER eq. 2; the paper uses 1 for all three."""
+    """lambda of each pair in SIFTER eq. 2; the paper uses 1 for all three. `xx` weighs
+    SimCSE's dropout pair (X, X'), not in the paper (0)."""
 
     xy: float = 1.0
     xz: float = 1.0
     yz: float = 1.0
+    xx: float = 0.0
 
     def __post_init__(self) -> None:
-        if min(self.xy, self.xz, self.yz) < 0 or self.xy + self.xz + self.yz == 0:
+        values = [self.xy, self.xz, self.yz, self.xx]
+        if min(values) < 0 or sum(values) == 0:
             raise ValueError(f"SIFTER weights must be >= 0 and not all 0, got {self}")
 
+    @property
+    def views(self) -> tuple[str, ...]:
+        """The views the weighted pairs need, in SIFTER_VIEWS order: only those are encoded."""
+        used = {v for key, a, b in SIFTER_PAIRS if getattr(self, key) for v in (a, b)}
+        return tuple(v for v in SIFTER_VIEWS if v in used)
 
-def sifter_loss(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
-                weights: SifterWeights = SifterWeights(),
-                temperature: float = 0.05) -> torch.Tensor:
+
+def sifter_loss(x: torch.Tensor | None, y: torch.Tensor | None, z: torch.Tensor | None,
+                weights: SifterWeights = SifterWeights(), temperature: float = 0.05,
+                x_again: torch.Tensor | None = None) -> torch.Tensor:
     """SIFTER eq. 2 on embeddings of the sentences x (N, D), their backbone view y (N, D) and
-    their pruned view z (N, D). Pairs with a zero weight are not computed."""
-    loss = x.new_zeros(())
-    for weight, anchors, candidates in ((weights.xy, x, y), (weights.xz, x, z),
-                                        (weights.yz, y, z)):
+    their pruned view z (N, D), plus lambda_XX' l(x, x_again) when `weights.xx` is set (x_again:
+    x under another dropout mask). Pairs with a zero weight are not computed, and the views
+    they alone use may be None."""
+    named = {"x": x, "y": y, "z": z, "x2": x_again}
+    loss = None
+    for key, anchors, candidates in SIFTER_PAIRS:
+        weight = getattr(weights, key)
         if weight:
-            loss = loss + weight * info_nce(anchors, candidates, temperature)
+            term = weight * info_nce(named[anchors], named[candidates], temperature)
+            loss = term if loss is None else loss + term
     return loss
 
 
@@ -76,10 +97,15 @@ def simcse_loss(first: torch.Tensor, second: torch.Tensor,
 def objective_loss(objective: Objective, views: Sequence[torch.Tensor],
                    weights: SifterWeights = SifterWeights(),
                    temperature: float = 0.05) -> torch.Tensor:
-    """The loss of `objective` on its views: sifter (x, y, z), simcse (x, x')."""
+    """The loss of `objective` on its views: sifter `weights.views` ((x, y, z) by default),
+    simcse (x, x')."""
     if objective == "sifter":
-        x, y, z = views
-        return sifter_loss(x, y, z, weights, temperature)
+        if len(views) != len(weights.views):
+            raise ValueError(f"SIFTER weights {weights} need views {weights.views}, got "
+                             f"{len(views)} views")
+        named = dict(zip(weights.views, views, strict=True))
+        return sifter_loss(named.get("x"), named.get("y"), named.get("z"), weights, temperature,
+                           named.get("x2"))
     if objective == "simcse":
         first, second = views
         return simcse_loss(first, second, temperature)
@@ -106,5 +132,5 @@ def scale_for_ddp(loss: torch.Tensor) -> torch.Tensor:
     return loss
 
 
-__all__ = ["OBJECTIVES", "Objective", "SifterWeights", "gather_with_local_grad", "info_nce",
+__all__ = ["OBJECTIVES", "SIFTER_PAIRS", "SIFTER_VIEWS", "Objective", "SifterWeights", "gather_with_local_grad", "info_nce",
            "objective_loss", "scale_for_ddp", "sifter_loss", "simcse_loss"]

@@ -134,35 +134,62 @@ def load_encoder(
     return model.to(device).eval()
 
 
-def model_pooling(name: str) -> tuple[str, str | None]:
-    """The pooling (and Ditto head) a model directory says it is meant for: `sentray.json`
-    (written by jobs/train.py), else a sentence-transformers `1_Pooling/config.json`, else
-    ("mean", None)."""
+def _model_file(name: str, filename: str) -> Path | None:
+    """`filename` inside model `name`: read from a local directory, or fetched from the Hub for
+    a Hub id (cached; None when the repository has no such file or the Hub is unreachable)."""
     resolved = resolve_model(name)
     if resolved.is_local:
-        root = Path(resolved.path)
-        if (root / SENTRAY_MODEL_INFO).is_file():
-            info = json.loads((root / SENTRAY_MODEL_INFO).read_text())
-            return info["pooling"], info.get("head")
-        st_pooling = root / "1_Pooling" / "config.json"
-        if st_pooling.is_file():
-            modes = json.loads(st_pooling.read_text())
-            for st_mode, pooling in ST_POOLING_MODES.items():
-                if modes.get(f"pooling_mode_{st_mode}"):
-                    return pooling, None
-    return "mean", None
+        path = Path(resolved.path) / filename
+        return path if path.is_file() else None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(resolved.path, filename))
+    except Exception:  # no such file, no network: the model declares nothing we can read
+        return None
+
+
+def _sentray_info(name: str) -> dict:
+    """The model's `sentray.json` (written by jobs/train.py's export), or {}."""
+    path = _model_file(name, SENTRAY_MODEL_INFO)
+    return json.loads(path.read_text()) if path else {}
+
+
+def own_pooling(name: str) -> tuple[str, str | None] | None:
+    """The pooling (and Ditto head) the model declares as its own read-out: `sentray.json`
+    (written by jobs/train.py), else a sentence-transformers `1_Pooling/config.json`; None for a
+    model that declares none (a raw pretrained encoder such as bert-base-uncased)."""
+    info = _sentray_info(name)
+    if info.get("pooling"):
+        return info["pooling"], info.get("head")
+    st_pooling = _model_file(name, "1_Pooling/config.json")
+    if st_pooling is not None:
+        modes = json.loads(st_pooling.read_text())
+        for st_mode, pooling in ST_POOLING_MODES.items():
+            if modes.get(f"pooling_mode_{st_mode}"):
+                return pooling, None
+    return None
+
+
+def model_pooling(name: str) -> tuple[str, str | None]:
+    """The pooling (and Ditto head) to encode with when none is asked for: the model's own
+    (`own_pooling`), else ("mean", None)."""
+    return own_pooling(name) or ("mean", None)
 
 
 def default_max_length(name: str, tokenizer) -> int:
-    """Truncation length: a sentence-transformers model's own `max_seq_length` when it has one
-    (so numbers match its `encode`), else the tokenizer's limit, capped at 512."""
-    resolved = resolve_model(name)
-    if resolved.is_local:
-        st_config = Path(resolved.path) / "sentence_bert_config.json"
-        if st_config.is_file():
-            value = json.loads(st_config.read_text()).get("max_seq_length")
-            if value:
-                return int(value)
+    """Truncation length: the `max_length` a sentray export recorded, else a
+    sentence-transformers model's own `max_seq_length` (so numbers match its `encode`), else
+    the tokenizer's limit, capped at 512. Every loader of an exported model reads the same
+    value: `best/` through sentray.json, `best-st/` through sentence_bert_config.json."""
+    recorded = _sentray_info(name).get("max_length")
+    if recorded:
+        return int(recorded)
+    st_config = _model_file(name, "sentence_bert_config.json")
+    if st_config is not None:
+        value = json.loads(st_config.read_text()).get("max_seq_length")
+        if value:
+            return int(value)
     limit = getattr(tokenizer, "model_max_length", 512) or 512
     return int(min(limit, 512))
 

@@ -50,16 +50,18 @@ from sentray.losses import (
 )
 from sentray.pooling import DITTO_POOLINGS, canonical_pooling
 from sentray.runtime import train_worker_setup
+from sentray.views import (
+    VIEW_COLUMNS,
+    ViewGroup,
+    backbone_coverage,
+    objective_views,
+    tokenize_batch,
+)
 
 logger = logging.getLogger(__name__)
 
 Precision = Literal["fp32", "fp16", "bf16"]
 
-# Columns of the augmentation output (jobs/augment.py) each objective reads, in view order.
-VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
-    "sifter": ("text", "backbone_text", "pruned_text"),  # X, Y (+ backbone), Z (pruned)
-    "simcse": ("text",),  # X, encoded twice under two dropout masks
-}
 # sentence-transformers Pooling modes for the poolings it can express
 ST_POOLING = {"cls_before_pooler": "cls_token", "last_avg": "mean_tokens"}
 SORT_ROWS = 200_000  # rows per partition of the epoch shuffle's sort
@@ -76,9 +78,13 @@ class TrainConfig:
     name: str | None = None  # run name under `output`; rerunning a name resumes (default: objective)
     model: str = models.DEFAULT_MODEL  # initial encoder: HF id, local dir or packaged name
     objective: Objective = "sifter"
-    pooling: str = "cls_before_pooler"  # the sentence embedding; the paper: [CLS]
-    head: str | None = None  # Ditto head, for the Ditto poolings only
-    mlp: bool = True  # MLP (Linear + Tanh) on top of the pooling at train time only
+    # The sentence embedding. None: the model's own read-out (a sentence-transformers model's
+    # 1_Pooling, a sentray export's sentray.json), else the paper's [CLS].
+    pooling: str | None = None
+    head: str | None = None  # Ditto head, for the Ditto poolings (default: the model's known one)
+    # MLP (Linear + Tanh) on top of the pooling at train time only. None: on, as SimCSE and the
+    # paper do, unless the pooling is the model's own read-out, which is trained as it is.
+    mlp: bool | None = None
     dropout: float = 0.15
     temperature: float = 0.05
     weights: SifterWeights = field(default_factory=SifterWeights)
@@ -86,8 +92,12 @@ class TrainConfig:
     batch_size: int = 64  # global: split evenly over the workers
     lr: float = 1e-5
     weight_decay: float = 0.0
+    warmup_ratio: float = 0.0  # share of the run's steps with a linear lr warm-up from 0
+    max_grad_norm: float | None = 1.0  # clip the gradient's global norm (SimCSE, ST); None: off
     epochs: int = 1
-    max_steps: int | None = None  # stop early at this many optimizer steps
+    # Cap on optimizer steps. The run is then max_steps long and so is its schedule: warm-up and
+    # linear decay to 0 at the run's last step (Hugging Face Trainer's max_steps rule).
+    max_steps: int | None = None
     eval_steps: int = 125  # score STS-B dev (rank 0), report and checkpoint every this many steps
     eval_batch_size: int = 64
     seed: int = 42
@@ -107,11 +117,17 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
-        object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
-        if self.pooling in DITTO_POOLINGS:
-            EncoderConfig(model=self.model, pooling=self.pooling, head=self.head)  # needs a head
+        self._resolve_read_out()
+        if self.pooling in DITTO_POOLINGS:  # the model's known head, or an error asking for one
+            object.__setattr__(self, "head", EncoderConfig(model=self.model, pooling=self.pooling,
+                                                           head=self.head).head)
         elif self.head is not None:
             raise ValueError(f"head is only used by the Ditto poolings, not {self.pooling!r}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
+            raise ValueError(f"max_grad_norm must be > 0 (or None: no clipping), got "
+                             f"{self.max_grad_norm}")
         positive = {"batch_size": self.batch_size, "epochs": self.epochs,
                     "eval_steps": self.eval_steps, "workers": self.workers,
                     "eval_batch_size": self.eval_batch_size, "log_steps": self.log_steps,
@@ -142,9 +158,27 @@ class TrainConfig:
         if not self.name or "/" in self.name:
             raise ValueError(f"run name must be a non-empty folder name, got {self.name!r}")
 
+    def _resolve_read_out(self) -> None:
+        """pooling and mlp, when not given: the model's own read-out without an MLP (training
+        a new read-out on a sentence model trained for another throws its training away), else
+        [CLS] + the train-time MLP (SimCSE's and the paper's setting for a raw encoder)."""
+        own = None
+        if self.pooling is None or self.mlp is None:
+            own = models.own_pooling(self.model)
+        if self.pooling is None:
+            pooling, head = own or ("cls_before_pooler", None)
+            object.__setattr__(self, "pooling", pooling)
+            if self.head is None:
+                object.__setattr__(self, "head", head)
+        object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
+        if self.mlp is None:
+            is_own = own is not None and canonical_pooling(own[0]) == self.pooling
+            object.__setattr__(self, "mlp", not is_own)
+
     @property
     def views(self) -> int:
-        return 3 if self.objective == "sifter" else 2
+        """Views encoded per sentence and step."""
+        return len(objective_views(self.objective, self.weights))
 
     @property
     def local_batch_size(self) -> int:
@@ -172,10 +206,27 @@ class ContrastiveModel(nn.Module):
         if pooler is not None and self.pooling != "cls":
             pooler.requires_grad_(False)  # not in the loss; DDP rejects parameters without grads
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor | list[torch.Tensor],
+                attention_mask: torch.Tensor | list[torch.Tensor]
+                ) -> torch.Tensor | list[torch.Tensor]:
+        """(B, T) ids and mask -> (B, D); or lists of them (groups padded apart, such as SIFTER's
+        longer Y) -> a list of (B_g, D), all in one forward call as DDP needs."""
+        if isinstance(input_ids, (list, tuple)):
+            return [self(ids, mask) for ids, mask in zip(input_ids, attention_mask, strict=True)]
         pooled = embed_with(self.encoder, input_ids, attention_mask, pooling=self.pooling,
                             layer_head=self.layer_head, fast_ditto=self.fast_ditto)  # (B, D)
         return self.mlp(pooled) if self.mlp is not None else pooled
+
+
+def encode_views(model: nn.Module, groups: list[ViewGroup], views: tuple[str, ...],
+                 rows: int, device: torch.device | str = "cpu") -> list[torch.Tensor]:
+    """Embeddings (rows, D) of each view in `views` order, the groups in one forward call."""
+    embeddings = model([g.tokens.input_ids.to(device) for g in groups],
+                       [g.tokens.attention_mask.to(device) for g in groups])
+    by_view = {view: view_rows
+               for group, group_embeddings in zip(groups, embeddings, strict=True)
+               for view, view_rows in zip(group.views, group_embeddings.split(rows), strict=True)}
+    return [by_view[v] for v in views]
 
 
 def build_model(config: TrainConfig, encoder_source: str | None = None) -> ContrastiveModel:
@@ -189,12 +240,55 @@ def build_model(config: TrainConfig, encoder_source: str | None = None) -> Contr
     return ContrastiveModel(encoder, config.pooling, head=config.head, mlp=config.mlp)
 
 
-def linear_schedule(optimizer: torch.optim.Optimizer,
-                    total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear decay from the initial lr to 0 over the run (the Hugging Face Trainer's default,
-    which SimCSE's training used)."""
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: max(0.0, (total_steps - step) / max(1, total_steps)))
+def adamw(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters, weight decay on the matrices only: biases and
+    LayerNorm weights (the 1-d parameters) are not decayed, as in the Hugging Face Trainer that
+    SimCSE and sentence-transformers train with."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(
+        [{"params": [p for p in trainable if p.ndim >= 2], "weight_decay": weight_decay},
+         {"params": [p for p in trainable if p.ndim < 2], "weight_decay": 0.0}], lr=lr)
+
+
+def warmup_steps(config: TrainConfig, total_steps: int) -> int:
+    return math.ceil(config.warmup_ratio * total_steps)
+
+
+def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int,
+                    warmup: int = 0) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up from 0 over `warmup` steps, then linear decay to 0 at `total_steps` (the
+    Hugging Face Trainer's `linear` schedule, which SimCSE's training used). The factor of step
+    s (0-based, the lr of the s-th optimizer step) is s / warmup during the warm-up, then
+    (total - s) / (total - warmup)."""
+    def factor(step: int) -> float:
+        if step < warmup:
+            return step / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def clipped_step(model: nn.Module, loss: torch.Tensor, optimizer: torch.optim.Optimizer,
+                 scaler: torch.amp.GradScaler | None,
+                 max_grad_norm: float | None) -> float:
+    """Backward (DDP-scaled), clip the global gradient norm to `max_grad_norm` (after AMP
+    unscaling), optimizer step. Returns the gradient norm before clipping (nan without one)."""
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is not None:
+        scaler.scale(scale_for_ddp(loss)).backward()
+        scaler.unscale_(optimizer)
+    else:
+        scale_for_ddp(loss).backward()
+    norm = float("nan")
+    if max_grad_norm is not None:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    return norm
 
 
 def step_seed(seed: int, rank: int, step: int) -> int:
@@ -249,6 +343,20 @@ def inspect_input(config: TrainConfig) -> InputSummary:
     return InputSummary(rows, steps_per_epoch, total, rows - steps_per_epoch * config.batch_size)
 
 
+def input_backbone_coverage(config: TrainConfig) -> dict | None:
+    """For SIFTER: the share of rows whose Y keeps its whole backbone at the training length
+    (over the whole input; the Y views of training are tokenized the same way)."""
+    if config.objective != "sifter":
+        return None
+    location = storage.locate(config.input, config.s3_endpoint)
+    files = [f.path for f in storage.list_files(location, (".parquet",))]
+    table = pads.dataset(files, filesystem=location.filesystem, format="parquet").to_table(
+        columns=["text", "backbone_text"])
+    return backbone_coverage(models.load_tokenizer(config.model),
+                             table.column("text").to_pylist(),
+                             table.column("backbone_text").to_pylist(), config.max_length)
+
+
 class EpochOrder:
     """Adds `order`, a hash of (seed, epoch, id): sorting on it shuffles the rows the same way
     on every run, whatever the block layout."""
@@ -290,13 +398,6 @@ def epoch_datasets(config: TrainConfig, epochs: int, rows: int) -> dict:
     finally:
         context.default_hash_shuffle_parallelism, context.enable_progress_bars = saved
     return datasets
-
-
-def view_texts(batch: dict[str, np.ndarray], objective: Objective, rows: slice) -> list[str]:
-    """The texts of this worker's rows, views concatenated: [X; Y; Z] or [X; X]."""
-    columns = VIEW_COLUMNS[objective]
-    texts = [str(t) for column in columns for t in batch[column][rows]]
-    return texts * 2 if objective == "simcse" else texts
 
 
 # -- the loop on each worker --------------------------------------------------------------------
@@ -347,19 +448,19 @@ def train_loop_per_worker(loop_config: dict) -> None:
     ddp_kwargs = {"find_unused_parameters": config.pooling in PARTIAL_POOLINGS}
     model = ray.train.torch.prepare_model(model, parallel_strategy_kwargs=ddp_kwargs)
     bare: ContrastiveModel = getattr(model, "module", model)
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
-    scheduler = linear_schedule(optimizer, total_steps)
+    optimizer = adamw(model, config.lr, config.weight_decay)
+    scheduler = linear_schedule(optimizer, total_steps, warmup_steps(config, total_steps))
     amp = device.type == "cuda" and config.precision != "fp32"
     amp_dtype = torch.float16 if config.precision == "fp16" else torch.bfloat16
     scaler = torch.amp.GradScaler("cuda") if amp and config.precision == "fp16" else None
-    start_step, history = 0, []
+    start_step, history, initial = 0, [], None
     if restored:
         optimizer.load_state_dict(restored["optimizer"])
         scheduler.load_state_dict(restored["scheduler"])
         if scaler is not None and restored.get("scaler"):
             scaler.load_state_dict(restored["scaler"])
         start_step, history = restored["step"], restored["history"]
+        initial = restored.get("initial_stsb_dev")
         if rank == 0:
             logger.info("resuming at step %d of %d", start_step, total_steps)
 
@@ -369,9 +470,14 @@ def train_loop_per_worker(loop_config: dict) -> None:
             EncoderConfig(model=config.model, pooling=config.pooling, head=config.head,
                           batch_size=config.eval_batch_size, device=str(device)),
             model=bare.encoder, tokenizer=tokenizer)
-        model.train()  # SentenceEncoder put the encoder in eval mode
+        if not restored:  # the starting point every checkpoint is compared with
+            initial = _score_dev(evaluator, loop_config.get("dev"), model)
+            logger.info("step 0: STS-B dev %.2f (the initial model)", initial)
+    model.train()
 
     losses: list[float] = []
+    grad_norms: list[float] = []
+    backbones = [0, 0]  # Y views with a backbone, and with all of it, since the last report
     # Wall time of each step, batch fetch included, reports excluded; the first step after a
     # (re)start also waits for the epoch's dataset to start and is left out.
     step_seconds: list[float] = []
@@ -388,23 +494,17 @@ def train_loop_per_worker(loop_config: dict) -> None:
                 break
             step += 1
             _maybe_fail(loop_config.get("fault_marker"), config, rank, world, step)
-            texts = view_texts(batch, config.objective, rows)
-            tokens = tokenizer(texts, truncation=True, max_length=config.max_length,
-                               padding=True, return_tensors="pt")
+            groups = tokenize_batch(tokenizer, batch, config.objective, rows,
+                                    config.max_length, config.weights)
+            backbones[0] += sum(g.tokens.backbones for g in groups)
+            backbones[1] += sum(g.tokens.backbones_whole for g in groups)
             torch.manual_seed(step_seed(config.seed, rank, step))  # this step's dropout masks
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp):
-                embeddings = model(tokens["input_ids"].to(device),
-                                   tokens["attention_mask"].to(device))  # (V*b, D)
-            views = [gather_with_local_grad(v) for v in embeddings.split(local_batch)]
+                local_views = encode_views(model, groups, objective_views(
+                    config.objective, config.weights), local_batch, device)
+            views = [gather_with_local_grad(v) for v in local_views]
             loss = objective_loss(config.objective, views, config.weights, config.temperature)
-            optimizer.zero_grad(set_to_none=True)
-            if scaler is not None:
-                scaler.scale(scale_for_ddp(loss)).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                scale_for_ddp(loss).backward()
-                optimizer.step()
+            grad_norms.append(clipped_step(model, loss, optimizer, scaler, config.max_grad_norm))
             scheduler.step()
             losses.append(float(loss.detach()))
             now = time.perf_counter()
@@ -413,16 +513,20 @@ def train_loop_per_worker(loop_config: dict) -> None:
             mark = now
             if rank == 0 and (step % config.log_steps == 0 or step == 1):
                 rate = (step - start_step) / (time.perf_counter() - started)
-                logger.info("step %d/%d epoch %d loss %.4f lr %.3g (%.2f steps/s)", step,
-                            total_steps, epoch, losses[-1], scheduler.get_last_lr()[0], rate)
+                logger.info("step %d/%d epoch %d loss %.4g grad norm %.3g lr %.3g (%.2f "
+                            "steps/s)", step, total_steps, epoch, losses[-1], grad_norms[-1],
+                            scheduler.get_last_lr()[0], rate)
             if step % config.eval_steps == 0 or step == total_steps:
                 record = _evaluate(evaluator, loop_config.get("dev"), model, step, epoch,
-                                   losses, scheduler, history, bare)
+                                   losses, scheduler, history, bare, initial)
                 record["seconds_per_step"] = float(np.mean(step_seconds)) if step_seconds \
                     else None
-                losses, step_seconds = [], []
+                record["grad_norm"] = float(np.mean(grad_norms)) if grad_norms else None
+                record["backbone_whole_share"] = (backbones[1] / backbones[0] if backbones[0]
+                                                  else None)
+                losses, step_seconds, grad_norms, backbones = [], [], [], [0, 0]
                 _report(record, history, bare, tokenizer, optimizer, scheduler, scaler, rank,
-                        step)
+                        step, initial)
                 mark = time.perf_counter()
         if step >= total_steps:
             break
@@ -449,7 +553,18 @@ def parameter_checksum(model: nn.Module) -> float:
         return float(sum(p.double().sum() for p in model.parameters() if p.requires_grad))
 
 
-def _evaluate(evaluator, dev, model, step, epoch, losses, scheduler, history, bare) -> dict:
+def _score_dev(evaluator, dev, model: nn.Module) -> float:
+    """STS-B dev Spearman x 100 of the encoder as exported: dropout off while scoring (eval
+    mode; inference mode alone leaves dropout on), back to train mode after."""
+    model.eval()
+    try:
+        return sts.score_pairs(evaluator, dev)
+    finally:
+        model.train()
+
+
+def _evaluate(evaluator, dev, model, step, epoch, losses, scheduler, history, bare,
+              initial) -> dict:
     import torch.distributed as dist
 
     checksum = torch.tensor([parameter_checksum(bare)], dtype=torch.float64)
@@ -464,17 +579,17 @@ def _evaluate(evaluator, dev, model, step, epoch, losses, scheduler, history, ba
               "param_spread": spread}
     if evaluator is not None:
         started = time.perf_counter()
-        record["stsb_dev"] = sts.score_pairs(evaluator, dev)
-        model.train()
+        record["stsb_dev"] = _score_dev(evaluator, dev, model)
         best = max([r["stsb_dev"] for r in history] + [record["stsb_dev"]])
         record["best_stsb_dev"] = best
-        logger.info("step %d: STS-B dev %.2f (best %.2f), loss %.4f, scored in %.1f s", step,
-                    record["stsb_dev"], best, record["loss"] or float("nan"),
-                    time.perf_counter() - started)
+        logger.info("step %d: STS-B dev %.2f (best %.2f, initial %.2f), loss %.4g, scored in "
+                    "%.1f s", step, record["stsb_dev"], best, initial,
+                    record["loss"] or float("nan"), time.perf_counter() - started)
     return record
 
 
-def _report(record, history, bare, tokenizer, optimizer, scheduler, scaler, rank, step) -> None:
+def _report(record, history, bare, tokenizer, optimizer, scheduler, scaler, rank, step,
+            initial) -> None:
     import ray.train
 
     history.append(record)
@@ -483,7 +598,7 @@ def _report(record, history, bare, tokenizer, optimizer, scheduler, scaler, rank
         return
     with tempfile.TemporaryDirectory() as folder:
         Checkpointing.save(Path(folder), bare, tokenizer, optimizer, scheduler, scaler,
-                           {"step": step, "history": history})
+                           {"step": step, "history": history, "initial_stsb_dev": initial})
         ray.train.report(record, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
 
@@ -508,6 +623,17 @@ def run_training(config: TrainConfig) -> dict:
     logger.info("%d rows: %d steps/epoch of %d, %d steps; %d rows/epoch past the last full batch",
                 plan.rows, plan.steps_per_epoch, config.batch_size, plan.total_steps,
                 plan.dropped_per_epoch)
+    schedule = {"warmup_steps": warmup_steps(config, plan.total_steps),
+                "decay_to_zero_at_step": plan.total_steps, "max_grad_norm": config.max_grad_norm}
+    logger.info("lr %g: linear warm-up over %d steps, linear decay to 0 at step %d (the run's "
+                "last%s); gradient norm clipped at %s", config.lr, schedule["warmup_steps"],
+                plan.total_steps, ", set by --max-steps" if config.max_steps and
+                plan.total_steps == config.max_steps else "", config.max_grad_norm)
+    coverage = input_backbone_coverage(config)
+    if coverage is not None:
+        logger.info("Y keeps its whole backbone at max_length %d in %.2f%% of the %d rows with "
+                    "one", config.max_length, 100 * coverage["backbone_whole_share"],
+                    coverage["rows_with_backbone"])
     epochs = math.ceil(plan.total_steps / plan.steps_per_epoch)
     output = storage.locate(config.output, config.s3_endpoint)
     run_folder = output.join(config.name)
@@ -549,12 +675,19 @@ def run_training(config: TrainConfig) -> dict:
     if best is None or latest is None:
         raise RuntimeError(f"run {config.name!r} reported no checkpoint")
     with latest.as_directory() as folder:
-        history = json.loads((Path(folder) / "state.json").read_text())["history"]
+        state = json.loads((Path(folder) / "state.json").read_text())
+    history, initial = state["history"], state.get("initial_stsb_dev")
     best_record = max(history, key=lambda r: r["stsb_dev"])
+    if initial is not None and best_record["stsb_dev"] < initial:
+        logger.warning("no checkpoint beats the initial model on STS-B dev (best %.2f at step "
+                       "%d, initial %.2f): the exported model is worse than the one training "
+                       "started from", best_record["stsb_dev"], best_record["step"], initial)
     exported = export_checkpoint(best, output, config, best_record)
     summary = {"run": run_folder.uri, "rows": plan.rows, "steps": plan.total_steps,
                "steps_per_epoch": plan.steps_per_epoch, "epochs": epochs,
                "rows_past_last_batch_per_epoch": plan.dropped_per_epoch,
+               "schedule": schedule, "backbone_coverage": coverage,
+               "initial_stsb_dev": initial,
                "best_step": best_record["step"], "best_stsb_dev": best_record["stsb_dev"],
                "exported": exported, "history": history,
                "seconds": round(time.perf_counter() - started, 1),
@@ -636,4 +769,4 @@ def _replace_folder(source: Path, target: storage.Location) -> None:
 
 __all__ = ["ContrastiveModel", "TrainConfig", "build_model", "export_checkpoint",
            "inspect_input", "linear_schedule", "run_training", "step_seed",
-           "train_loop_per_worker", "view_texts"]
+           "adamw", "clipped_step", "encode_views", "train_loop_per_worker", "warmup_steps"]

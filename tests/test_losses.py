@@ -61,6 +61,22 @@ def test_sifter_loss_is_the_weighted_sum_of_three_pairs():
     assert torch.allclose(objective_loss("simcse", (x, y)), simcse_loss(x, y))
 
 
+def test_ablation_weights_compute_only_their_pairs_and_views():
+    x, y, z = embeddings()
+    x_again = embeddings(seed=1)[0]
+    with_dropout_pair = SifterWeights(1.0, 1.0, 1.0, xx=0.5)
+    expected = (naive_info_nce(x, y, 0.05) + naive_info_nce(x, z, 0.05)
+                + naive_info_nce(y, z, 0.05) + 0.5 * naive_info_nce(x, x_again, 0.05))
+    assert torch.allclose(objective_loss("sifter", (x, y, z, x_again), with_dropout_pair),
+                          expected)
+    only_yz = SifterWeights(0.0, 0.0, 1.0)
+    assert only_yz.views == ("y", "z")  # X is not encoded at all
+    assert torch.allclose(objective_loss("sifter", (y, z), only_yz), naive_info_nce(y, z, 0.05))
+    assert torch.allclose(sifter_loss(None, y, z, only_yz), naive_info_nce(y, z, 0.05))
+    with pytest.raises(ValueError, match="need views"):
+        objective_loss("sifter", (x, y, z), only_yz)
+
+
 def test_bad_arguments_name_the_problem():
     x, y, _ = embeddings()
     with pytest.raises(ValueError, match="same shape"):

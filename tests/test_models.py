@@ -37,3 +37,22 @@ def test_unknown_model_without_hub_says_so(monkeypatch):
 def test_max_length_comes_from_the_sentence_transformers_config():
     tokenizer = models.load_tokenizer("all-MiniLM-L6-v2")
     assert models.default_max_length("all-MiniLM-L6-v2", tokenizer) == 256
+
+
+def test_a_sentray_export_records_the_one_max_length_and_pooling(tmp_path):
+    """sentray.json's max_length wins over the tokenizer's limit (it was written and never
+    read: exported models encoded at 512 while their sentence-transformers copy used 256)."""
+    tokenizer = models.load_tokenizer("all-MiniLM-L6-v2")
+    folder = tmp_path / "export"
+    folder.mkdir()
+    assert models.default_max_length(str(folder), tokenizer) == 512  # the tokenizer's limit
+    assert models.own_pooling(str(folder)) is None  # a raw encoder declares no read-out
+    (folder / "sentray.json").write_text('{"pooling": "last_avg", "max_length": 77}')
+    assert models.default_max_length(str(folder), tokenizer) == 77
+    assert models.own_pooling(str(folder)) == ("last_avg", None)
+    assert models.own_pooling("all-MiniLM-L6-v2") == ("mean", None)  # its 1_Pooling
+
+
+def test_a_hub_model_without_network_declares_nothing(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert models.own_pooling("no-such-org/no-such-model-xyz") is None
