@@ -242,13 +242,14 @@ def main() -> None:
             subprocess.run([sys.executable, str(ROOT / "jobs" / "augment.py"), "--input",
                             str(ROOT.parent / "shared" / "data" / "corpus" / "brown.txt"),
                             "--output", args.input, "--actors", "2"], check=True)
-        for name, pooling in (("mean", "mean"), ("cls", "cls_before_pooler")):
+        for part in args.parts.split(","):
+            run_all(plan(part, args), args)
+        for name, pooling in (("mean", "mean"), ("cls", "cls_before_pooler")):  # untrained
             if not (Path(args.out) / f"base-{name}" / "results.json").is_file():
                 subprocess.run([sys.executable, str(ROOT / "jobs" / "evaluate.py"), "--model",
                                 args.model, "--pooling", pooling, "--data-dir", args.data_dir,
-                                "--out", str(Path(args.out) / f"base-{name}")], check=True)
-        for part in args.parts.split(","):
-            run_all(plan(part, args), args)
+                                "--out", str(Path(args.out) / f"base-{name}"),
+                                *shlex.split(args.eval_flags)], check=True)
     print(tables(args))
 
 
