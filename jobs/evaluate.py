@@ -2,6 +2,7 @@
 
     python jobs/evaluate.py --model all-MiniLM-L6-v2 --pooling mean --data-dir ../shared/data
     python jobs/evaluate.py --pooling ditto --search-head --data-dir ../shared/data
+    python jobs/evaluate.py --max-pairs 200 ...   # a quick check: each task's first 200 pairs
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="folder for results.json (and the head grid) (default: %(default)s)")
     parser.add_argument("--search-head", action="store_true",
                         help="score every layer-head on STS-B dev, keep the best, then evaluate")
+    parser.add_argument("--max-pairs", type=int, default=None,
+                        help="score each task (and the head search) on its first N pairs only: "
+                             "a quick check of a set-up, not the tasks' scores (default: all)")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser.parse_args(argv)
 
@@ -38,6 +42,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = parse_args(argv)
     setup_logging(args.verbose)
     tasks = sts.parse_tasks(args.tasks)
+    if args.max_pairs is not None and args.max_pairs < 3:
+        raise SystemExit(f"error: --max-pairs must be at least 3, got {args.max_pairs}")
     sts.resolve_data_dir(args.data_dir)  # fail before loading any model
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -48,7 +54,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                              f"(or ditto_last, ...), not {args.pooling!r}")
         # The search reads every head; the placeholder head only lets the config validate.
         search_config = encoder_config_from_args(args, head=args.head or "0-0")
-        grid = sts.search_head(SentenceEncoder(search_config), args.data_dir)
+        grid = sts.search_head(SentenceEncoder(search_config), args.data_dir,
+                               max_pairs=args.max_pairs)
         args.head = sts.best_head(grid)
         (out / "head_grid.json").write_text(json.dumps({
             "model": args.model, "pooling": search_config.pooling, "split": "STSBenchmark dev",
@@ -60,8 +67,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                     out / "head_grid.png")
         extra = {"head": args.head, "dev_spearman": float(grid.max())}
     config = encoder_config_from_args(args)
-    results = sts.evaluate(SentenceEncoder(config), tasks, args.data_dir, args.batch_size)
+    results = sts.evaluate(SentenceEncoder(config), tasks, args.data_dir, args.batch_size,
+                           max_pairs=args.max_pairs)
     label = f"{config.model} {config.pooling}" + (f" {config.head}" if config.head else "")
+    if args.max_pairs is not None:
+        label += f" (first {args.max_pairs} pairs of each task)"
+        logger.warning("--max-pairs %d: these are not the tasks' scores", args.max_pairs)
     print(sts.markdown_table(results, label))
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "config.json").write_text(json.dumps({**vars(args), **extra}, indent=1))

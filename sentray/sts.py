@@ -47,6 +47,12 @@ class PairSet:
     def __post_init__(self) -> None:
         assert len(self.first) == len(self.second) == len(self.gold), self.name
 
+    def head(self, n: int | None) -> PairSet:
+        """The first `n` pairs (all of them for None): a quick check, not the task's score."""
+        if n is None or n >= len(self.gold):
+            return self
+        return PairSet(self.name, self.first[:n], self.second[:n], self.gold[:n])
+
 
 def parse_tasks(spec: str | Sequence[str] | None) -> list[str]:
     """'STS12,STSB' -> ['STS12', 'STSBenchmark']; None or 'all' -> all 7 tasks."""
@@ -186,11 +192,12 @@ def score_pairs(encoder, pairs: PairSet, batch_size: int | None = None) -> float
 
 def evaluate(encoder, tasks: Sequence[str] | str | None = None,
              data_dir: str | os.PathLike | None = None,
-             batch_size: int | None = None) -> dict[str, float]:
-    """{task: Spearman x 100, ..., "avg": mean over the tasks}, in the order of `tasks`."""
+             batch_size: int | None = None, max_pairs: int | None = None) -> dict[str, float]:
+    """{task: Spearman x 100, ..., "avg": mean over the tasks}, in the order of `tasks`; with
+    `max_pairs`, each task scored on its first `max_pairs` pairs only."""
     results: dict[str, float] = {}
     for task in parse_tasks(tasks):
-        pairs = load_task(task, data_dir)
+        pairs = load_task(task, data_dir).head(max_pairs)
         results[task] = score_pairs(encoder, pairs, batch_size)
         logger.info("%s: %.2f (%d pairs)", task, results[task], len(pairs.gold))
     results["avg"] = float(np.mean([results[t] for t in results]))
@@ -228,10 +235,10 @@ def mean_std_table(runs: dict[str, Sequence[dict[str, float]]]) -> str:
 
 
 def search_head(encoder, data_dir: str | os.PathLike | None = None,
-                batch_size: int | None = None) -> np.ndarray:
-    """Spearman x 100 on STS-B **dev** for every head: (L, H). The encoder's pooling must be a
-    Ditto pooling; its own head is ignored."""
-    pairs = load_sts_benchmark(resolve_data_dir(data_dir), "dev")
+                batch_size: int | None = None, max_pairs: int | None = None) -> np.ndarray:
+    """Spearman x 100 on STS-B **dev** (its first `max_pairs` pairs if given) for every head:
+    (L, H). The encoder's pooling must be a Ditto pooling; its own head is ignored."""
+    pairs = load_sts_benchmark(resolve_data_dir(data_dir), "dev").head(max_pairs)
     first = encoder.encode_every_head(pairs.first, batch_size)  # (L, H, N, D)
     second = encoder.encode_every_head(pairs.second, batch_size)
     return spearman(cosine_rows(first, second), pairs.gold) * 100.0  # (L, H)

@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import posixpath
 import shutil
 import tempfile
 import time
@@ -608,12 +609,6 @@ def _report(record, history, bare, tokenizer, optimizer, scheduler, scaler, rank
 def run_training(config: TrainConfig) -> dict:
     """Train, export OUTPUT/best (HF) and OUTPUT/best-st (sentence-transformers) from the best
     checkpoint by STS-B dev; returns the summary (also OUTPUT/summary.json)."""
-    import ray
-    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-
-    from sentray.runtime import init_ray
-
     started = time.perf_counter()
     logger.info("training config: %s", json.dumps(dataclasses.asdict(config), default=str))
     data_dir = sts.resolve_data_dir(config.data_dir)  # fail before any cluster work
@@ -637,6 +632,46 @@ def run_training(config: TrainConfig) -> dict:
     epochs = math.ceil(plan.total_steps / plan.steps_per_epoch)
     output = storage.locate(config.output, config.s3_endpoint)
     run_folder = output.join(config.name)
+    finished = finished_checkpoints(run_folder, plan.total_steps)
+    if finished:
+        logger.info("run %s already trained its %d steps: exported again, no worker started",
+                    run_folder.uri, plan.total_steps)
+        best, latest = finished
+    else:
+        best, latest = _fit(config, plan, epochs, dev, output, run_folder)
+    with latest.as_directory() as folder:
+        state = json.loads((Path(folder) / "state.json").read_text())
+    history, initial = state["history"], state.get("initial_stsb_dev")
+    best_record = max(history, key=lambda r: r["stsb_dev"])
+    if initial is not None and best_record["stsb_dev"] < initial:
+        logger.warning("no checkpoint beats the initial model on STS-B dev (best %.2f at step "
+                       "%d, initial %.2f): the exported model is worse than the one training "
+                       "started from", best_record["stsb_dev"], best_record["step"], initial)
+    exported = export_checkpoint(best, output, config, best_record)
+    summary = {"run": run_folder.uri, "rows": plan.rows, "steps": plan.total_steps,
+               "steps_per_epoch": plan.steps_per_epoch, "epochs": epochs,
+               "rows_past_last_batch_per_epoch": plan.dropped_per_epoch,
+               "schedule": schedule, "backbone_coverage": coverage,
+               "initial_stsb_dev": initial,
+               "best_step": best_record["step"], "best_stsb_dev": best_record["stsb_dev"],
+               "exported": exported, "history": history,
+               "seconds": round(time.perf_counter() - started, 1),
+               "config": json.loads(json.dumps(dataclasses.asdict(config), default=str))}
+    with output.filesystem.open_output_stream(output.join("summary.json").path) as f:
+        f.write(json.dumps(summary, indent=1).encode())
+    return summary
+
+
+def _fit(config: TrainConfig, plan, epochs: int, dev, output: storage.Location,
+         run_folder: storage.Location):
+    """Ray Train's fit of `train_loop_per_worker` (resuming the run when `run_folder` holds
+    one); returns its (best by STS-B dev, latest) checkpoints."""
+    import ray
+    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from sentray.runtime import init_ray
+
     started_cluster = init_ray(config.address, num_cpus=config.num_cpus or int(
         config.workers * config.cpus_per_worker + 2))
     try:
@@ -674,27 +709,41 @@ def run_training(config: TrainConfig) -> dict:
     latest = result.checkpoint
     if best is None or latest is None:
         raise RuntimeError(f"run {config.name!r} reported no checkpoint")
-    with latest.as_directory() as folder:
-        state = json.loads((Path(folder) / "state.json").read_text())
-    history, initial = state["history"], state.get("initial_stsb_dev")
-    best_record = max(history, key=lambda r: r["stsb_dev"])
-    if initial is not None and best_record["stsb_dev"] < initial:
-        logger.warning("no checkpoint beats the initial model on STS-B dev (best %.2f at step "
-                       "%d, initial %.2f): the exported model is worse than the one training "
-                       "started from", best_record["stsb_dev"], best_record["step"], initial)
-    exported = export_checkpoint(best, output, config, best_record)
-    summary = {"run": run_folder.uri, "rows": plan.rows, "steps": plan.total_steps,
-               "steps_per_epoch": plan.steps_per_epoch, "epochs": epochs,
-               "rows_past_last_batch_per_epoch": plan.dropped_per_epoch,
-               "schedule": schedule, "backbone_coverage": coverage,
-               "initial_stsb_dev": initial,
-               "best_step": best_record["step"], "best_stsb_dev": best_record["stsb_dev"],
-               "exported": exported, "history": history,
-               "seconds": round(time.perf_counter() - started, 1),
-               "config": json.loads(json.dumps(dataclasses.asdict(config), default=str))}
-    with output.filesystem.open_output_stream(output.join("summary.json").path) as f:
-        f.write(json.dumps(summary, indent=1).encode())
-    return summary
+    return best, latest
+
+
+def finished_checkpoints(run_folder: storage.Location, total_steps: int):
+    """(best by STS-B dev, latest) checkpoints of a run that has already trained `total_steps`
+    steps, else None: rerunning a finished run exports it again without starting a worker.
+    Folders without a readable state.json (a checkpoint cut off mid-write) are not counted."""
+    import pyarrow.fs as pafs
+    import ray.train
+
+    filesystem = run_folder.filesystem
+    try:
+        infos = filesystem.get_file_info(pafs.FileSelector(run_folder.path))
+    except FileNotFoundError:
+        return None
+    states = []
+    for info in infos:
+        if (info.type != pafs.FileType.Directory
+                or not posixpath.basename(info.path).startswith("checkpoint_")):
+            continue
+        try:
+            with filesystem.open_input_stream(posixpath.join(info.path, "state.json")) as f:
+                states.append((json.loads(f.read()), info.path))
+        except (FileNotFoundError, OSError, ValueError):
+            continue
+    if not states or max(state["step"] for state, _ in states) < total_steps:
+        return None
+
+    def checkpoint(path: str):
+        return ray.train.Checkpoint(path, filesystem=filesystem if run_folder.is_s3 else None)
+
+    # the best as Ray Train ranks them (the score each was reported with), the earliest of ties
+    best = max(states, key=lambda s: (s[0]["history"][-1]["stsb_dev"], -s[0]["step"]))
+    latest = max(states, key=lambda s: s[0]["step"])
+    return checkpoint(best[1]), checkpoint(latest[1])
 
 
 def export_checkpoint(checkpoint, output: storage.Location, config: TrainConfig,
@@ -768,5 +817,5 @@ def _replace_folder(source: Path, target: storage.Location) -> None:
 
 
 __all__ = ["ContrastiveModel", "TrainConfig", "build_model", "export_checkpoint",
-           "inspect_input", "linear_schedule", "run_training", "step_seed",
+           "finished_checkpoints", "inspect_input", "linear_schedule", "run_training", "step_seed",
            "adamw", "clipped_step", "encode_views", "train_loop_per_worker", "warmup_steps"]

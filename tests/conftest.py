@@ -65,18 +65,81 @@ def tiny_bert(tokenizer):
     return make_tiny_bert(tokenizer.vocab_size)
 
 
-@pytest.fixture()
+# Ray notices a lost node within about 5 s (1 s health checks, 5 missed) instead of 30 s; a
+# health check still waits 10 s for its answer, so a busy 2-core machine is not taken for dead.
+HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000,
+                 "health_check_failure_threshold": 5}
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class LoopbackCluster:
+    """A multi-node Ray cluster on 127.0.0.1 (`ray.cluster_utils.Cluster`): a head with one
+    logical CPU and worker nodes with two each, every process bound to loopback."""
+
+    def __init__(self, workers: int = 2) -> None:
+        from ray.cluster_utils import Cluster
+
+        self.cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False,
+            # not Ray's fixed default port, which another Ray on this machine may hold
+            "dashboard_agent_listen_port": free_port(), "_system_config": HEALTH_CHECKS})
+        self.workers = [self.add_worker() for _ in range(workers)]
+        self.cluster.wait_for_nodes()
+
+    @property
+    def address(self) -> str:
+        return self.cluster.address
+
+    def add_worker(self):
+        return self.cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1")
+
+    def processes_named(self, marker: str) -> dict[int, list[int]]:
+        """worker node index -> pids of the worker processes (actors, tasks) on it whose command
+        line contains `marker` (Ray titles an actor's process `ray::<class>...`)."""
+        import psutil
+
+        found: dict[int, list[int]] = {}
+        for index, node in enumerate(self.workers):
+            raylet = psutil.Process(node.all_processes["raylet"][0].process.pid)
+            for child in raylet.children(recursive=True):
+                try:
+                    if marker in " ".join(child.cmdline()):
+                        found.setdefault(index, []).append(child.pid)
+                except psutil.Error:
+                    continue
+        return found
+
+    def kill_worker(self, index: int) -> None:
+        """Kill a worker node outright (raylet, object store, its workers: what a lost machine
+        does) and add a fresh one in its place, as an autoscaler would."""
+        self.cluster.remove_node(self.workers[index], allow_graceful=False)
+        self.workers[index] = self.add_worker()
+
+    def shutdown(self) -> None:
+        self.cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
 def ray_cluster():
-    """A real local Ray cluster on loopback, with more logical CPUs than actors (Ray Data's read
-    tasks need free CPUs besides the actor pool). Started once and shared; started again if a
-    test shut it down (the `ray job submit` test stops every Ray process on the machine)."""
+    """The one Ray cluster of the test session, shared by every test that needs one: a
+    `LoopbackCluster` with two worker nodes, this process connected as the driver. Jobs given
+    no address find Ray initialized and use it; the fault tests kill its nodes and processes
+    (each killed worker node is replaced)."""
     import ray
 
-    from sentray.runtime import init_ray
-
-    if not ray.is_initialized():
-        init_ray(num_cpus=4)
-    return ray
+    cluster = LoopbackCluster()
+    ray.init(address=cluster.address)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
 
 
 @pytest.fixture(scope="session")

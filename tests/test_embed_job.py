@@ -323,14 +323,22 @@ def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, t
     sizes = {"a.txt": 200, "b.txt": 90, "c.txt": 20}
     for name, n in sizes.items():
         (in_dir / name).write_text("".join(f"Line {i} of file {name}.\n" for i in range(n)))
+    # a 0-byte text file has 0 rows, like a 0-row Parquet file: done, not a failure
+    (in_dir / "empty.txt").write_bytes(b"")
+    (in_dir / "bom-only.txt").write_bytes(b"\xef\xbb\xbf")  # also 0 lines
     output = tmp_path / "out"
     args = ["--input", str(in_dir), "--output", str(output), *RAY_ARGS]
     keys = source_keys(in_dir)
 
     first = embed_job.main(args)
-    assert first["embedded_this_run"] == [str(in_dir / n) for n in sorted(sizes)]
+    assert sorted(first["embedded_this_run"]) == sorted(
+        str(in_dir / n) for n in [*sizes, "empty.txt", "bom-only.txt"])
+    assert first["incomplete_sources"] == []
     for name, n in sizes.items():
         assert_parts_tile(output / keys[name], n)
+    for name in ("empty.txt", "bom-only.txt"):
+        assert [p.name for p in part_files(output / keys[name])] == [
+            "part-000000000000-000000000000-of-000000000000.parquet"]
     a_parts = part_files(output / keys["a.txt"])
     assert len(a_parts) >= 3, [p.name for p in a_parts]
 
@@ -369,26 +377,6 @@ def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, t
     assert third["embedded_this_run"] == []
     assert third["rows_out"] == sum(sizes.values())
     assert sorted(read_all_output(output).column("id").to_pylist()) == expected_ids
-
-
-@pytest.mark.ray
-@pytest.mark.slow
-def test_empty_text_file_counts_as_done(ray_cluster, embed_job, tmp_path):
-    """A 0-byte text file has 0 rows, like a 0-row Parquet file: done, not a failure."""
-    in_dir = tmp_path / "in"
-    in_dir.mkdir()
-    (in_dir / "empty.txt").write_bytes(b"")
-    (in_dir / "bom-only.txt").write_bytes(b"\xef\xbb\xbf")  # also 0 lines
-    (in_dir / "one.txt").write_text("just one line\n")
-    output = tmp_path / "out"
-    summary = embed_job.main(["--input", str(in_dir), "--output", str(output), *RAY_ARGS])
-    assert summary["incomplete_sources"] == []
-    assert summary["rows_in"] == summary["rows_out"] == 1
-    keys = source_keys(in_dir)
-    assert len(part_files(output / keys["empty.txt"])) == 1
-    assert len(part_files(output / keys["bom-only.txt"])) == 1
-    again = embed_job.main(["--input", str(in_dir), "--output", str(output), *RAY_ARGS])
-    assert again["embedded_this_run"] == []
 
 
 # -- S3 ---------------------------------------------------------------------------------------
@@ -506,30 +494,47 @@ def test_s3_input_and_output(ray_cluster, embed_job, moto_s3):
 
 
 @pytest.mark.ray
-def test_local_cluster_listens_on_loopback_only(ray_cluster):
+@pytest.mark.slow
+def test_a_job_without_an_address_starts_a_loopback_only_cluster(tiny_model_dir, tmp_path):
+    """jobs/embed.py run as `make demo` runs it, with no Ray address: it starts its own cluster,
+    and while the job runs every socket that cluster's processes listen on is loopback."""
+    import subprocess
+    import sys
+    import time
+
     import psutil  # Ray vendors it (ray/thirdparty_files), importable once ray is imported
 
-    me = psutil.Process()
-    processes = [me, *me.children(recursive=True)]
-    names = {}
-    listening = []
-    for process in processes:
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("".join(f"Sentence {i} of a small corpus.\n" for i in range(40)))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # none: start one
+    job = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "embed.py"), "--input",
+                            str(corpus), "--output", str(tmp_path / "out"), "--model",
+                            str(tiny_model_dir), "--pooling", "mean", "--actors", "1"],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen: dict[int, str] = {}
+    listening: set[tuple[str, str, int]] = set()
+    while job.poll() is None:
         try:
-            cmdline = " ".join(process.cmdline())
-            name = process.name()
-            connections = process.net_connections(kind="inet")
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        if process is not me and not any(word in f"{name} {cmdline}"
-                                         for word in ("ray", "raylet", "gcs_server")):
-            continue
-        names[process.pid] = name
-        listening += [(name, process.pid, c.laddr) for c in connections
-                      if c.status == psutil.CONN_LISTEN]
-    assert any("gcs_server" in n for n in names.values()), names
-    assert any("raylet" in n for n in names.values()), names
-    assert {n for n, _, _ in listening} >= {"gcs_server", "raylet"}, listening
-    exposed = [(n, pid, f"{a.ip}:{a.port}") for n, pid, a in listening if not is_loopback(a.ip)]
+            descendants = psutil.Process(job.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            break
+        for process in descendants:
+            try:
+                name = process.name()
+                connections = process.net_connections(kind="inet")
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            seen[process.pid] = name
+            listening |= {(name, c.laddr.ip, c.laddr.port) for c in connections
+                          if c.status == psutil.CONN_LISTEN}
+        time.sleep(0.2)
+    output = job.communicate()[0].decode(errors="replace")
+    assert job.returncode == 0, output[-3000:]
+    assert json.loads((tmp_path / "out" / "_summary.json").read_text())["rows_out"] == 40
+    names = {n for n, _, _ in listening}
+    assert any("gcs_server" in n for n in names) and any("raylet" in n for n in names), (
+        seen, listening)
+    exposed = sorted((n, f"{ip}:{port}") for n, ip, port in listening if not is_loopback(ip))
     assert exposed == [], exposed
 
 

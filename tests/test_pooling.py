@@ -96,10 +96,18 @@ def test_attention_diagonal_equals_full_softmax():
     torch.testing.assert_close(got[mask.bool()], expected[mask.bool()])
 
 
-def test_masked_mean_and_weighted_sum_shapes():
+def test_masked_mean_and_weighted_sum_shapes_and_values_by_hand():
     hidden, mask, diagonal, _ = _random_batch()
     assert masked_mean(hidden[-1], mask).shape == (3, 5)
     assert diagonal_weighted_sum(hidden[-1], diagonal, mask).shape == (3, 5)
+    # worked by hand: two real tokens and a padded one holding garbage (small integers and
+    # halves, so every sum is exact on any CPU)
+    hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, -100.0]]])  # (1, 3, 2)
+    mask = torch.tensor([[1, 1, 0]])
+    assert masked_mean(hidden, mask).tolist() == [[2.0, 3.0]]  # ([1, 2] + [3, 4]) / 2
+    diagonal = torch.tensor([[0.5, 2.0, 9.0]])
+    # 0.5 * [1, 2] + 2 * [3, 4], no division by the length
+    assert diagonal_weighted_sum(hidden, diagonal, mask).tolist() == [[6.5, 9.0]]
 
 
 def test_names_and_heads_are_validated():

@@ -88,8 +88,33 @@ def test_head_search_on_tiny_model(tokenizer, tiny_bert, data_dir, monkeypatch):
     encoder = SentenceEncoder(EncoderConfig(pooling="ditto", head="0-0"), model=tiny_bert,
                               tokenizer=tokenizer)
     grid = sts.search_head(encoder, data_dir)
-    assert grid.shape == (2, 4) and np.isfinite(grid).all()
-    assert sts.best_head(grid) == "{}-{}".format(*np.unravel_index(grid.argmax(), grid.shape))
+    assert grid.shape == (2, 4)
+    # Each cell against its own one-head encoder (the head's diagonal read from the eager
+    # attention maps), scored by torch's cosine and scipy's Spearman: the grid pools every
+    # head from one pass, the reference one head at a time. Both run the same eager forward
+    # on the same length-sorted batches in this process, so their embeddings agree to the
+    # bit; the cosines then differ by float64 rounding (~1e-16), a million times less than
+    # the closest two of these 40 cosines (~1e-6), so the ranks and the scores are the same.
+    # A swapped rank would move a score by ~0.1; any two heads here differ by 0.04 or more.
+    dev = _first_pairs(original(data_dir, "dev"), 40)
+    for layer in range(2):
+        for head in range(4):
+            single = SentenceEncoder(EncoderConfig(pooling="ditto", head=f"{layer}-{head}",
+                                                   ditto_impl="eager"),
+                                     model=tiny_bert, tokenizer=tokenizer)
+            cosine = torch.nn.functional.cosine_similarity(
+                torch.from_numpy(single.encode(dev.first)).double(),
+                torch.from_numpy(single.encode(dev.second)).double(), dim=-1)
+            expected = spearmanr(cosine.numpy(), dev.gold).statistic * 100
+            assert grid[layer, head] == pytest.approx(expected, abs=1e-9), (layer, head)
+    assert len(set(grid.ravel().round(6))) == 8  # no two heads alike: a mixed-up cell shows
+
+
+def test_best_head_is_the_highest_cell_by_hand():
+    grid = np.array([[10.0, 12.5, np.nan, 3.0],
+                     [11.0, 12.0, 12.75, -5.0]])  # the best in row 1, a NaN (a failed head)
+    assert sts.best_head(grid) == "1-2"
+    assert sts.best_head(np.array([[5.0, 7.0], [7.0, 1.0]])) == "0-1"  # first of a tie
 
 
 def _first_pairs(pairs, n):
@@ -98,17 +123,19 @@ def _first_pairs(pairs, n):
 
 @pytest.mark.slow
 def test_evaluate_job_reproduces_sentence_transformers(data_dir, tmp_path):
-    """all-MiniLM-L6-v2 + mean: every task equals sentence-transformers' own encode + scipy."""
+    """all-MiniLM-L6-v2 + mean: every task equals sentence-transformers' own encode + scipy, on
+    each task's first 100 pairs (--max-pairs; the whole files take minutes on 2 cores, and
+    `python bench/bench_evaluate.py` compares them whole)."""
     from sentence_transformers import SentenceTransformer
 
     from sentray.models import resolve_model
 
     results = load_job("evaluate").main(["--pooling", "mean", "--data-dir", str(data_dir),
-                                         "--out", str(tmp_path)])
+                                         "--out", str(tmp_path), "--max-pairs", "100"])
     assert json.loads((tmp_path / "results.json").read_text()) == pytest.approx(results)
     peer = SentenceTransformer(resolve_model("all-MiniLM-L6-v2").path, device="cpu")
     for task in sts.TASKS:
-        pairs = sts.load_task(task, data_dir)
+        pairs = _first_pairs(sts.load_task(task, data_dir), 100)
         a = peer.encode(pairs.first, batch_size=64, convert_to_numpy=True)
         b = peer.encode(pairs.second, batch_size=64, convert_to_numpy=True)
         cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
@@ -120,7 +147,7 @@ def test_evaluate_job_reproduces_sentence_transformers(data_dir, tmp_path):
 @pytest.mark.slow
 def test_evaluate_job_searches_the_head_on_dev(data_dir, tmp_path):
     results = load_job("evaluate").main([
-        "--pooling", "ditto", "--search-head", "--tasks", "STSBenchmark",
+        "--pooling", "ditto", "--search-head", "--tasks", "STSBenchmark", "--max-pairs", "150",
         "--data-dir", str(data_dir), "--out", str(tmp_path)])
     grid = json.loads((tmp_path / "head_grid.json").read_text())
     assert grid["split"] == "STSBenchmark dev"
@@ -128,7 +155,17 @@ def test_evaluate_job_searches_the_head_on_dev(data_dir, tmp_path):
     assert (tmp_path / "head_grid.png").stat().st_size > 1000
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["head"] == grid["best_head"]
-    assert 0 < results["STSBenchmark"] < 100
+    layer, head = map(int, grid["best_head"].split("-"))
+    assert grid["grid"][layer][head] == max(max(row) for row in grid["grid"])
+    # the test score is the chosen head's: its own encoder, cosines and scipy's Spearman
+    from sentray.encoder import EncoderConfig, SentenceEncoder
+
+    chosen = SentenceEncoder(EncoderConfig(pooling="ditto", head=grid["best_head"]))
+    pairs = _first_pairs(sts.load_task("STSBenchmark", data_dir), 150)
+    a, b = chosen.encode(pairs.first), chosen.encode(pairs.second)
+    cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    expected = spearmanr(cosine, pairs.gold).statistic * 100
+    assert results["STSBenchmark"] == pytest.approx(expected, abs=0.01)
 
 
 def test_search_head_needs_a_ditto_pooling(data_dir, tmp_path):
