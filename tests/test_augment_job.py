@@ -180,12 +180,13 @@ def test_ray_job_submit_against_a_loopback_head(tmp_path):
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _stop_cluster_in(temp_dir: str, timeout: float = 30) -> None:
+def _stop_cluster_in(temp_dir: str, timeout: float = 5) -> None:
     """Stop the Ray cluster whose temp dir is `temp_dir`, and only it:
     `ray stop` would kill every Ray process on the machine (other tests' clusters, users' jobs).
     Its processes are those naming the temp dir or the GCS address on their command line, and
     their descendants (the agents retitle themselves `ray::...`, so they are found as the
-    raylet's children, before it goes)."""
+    raylet's children, before it goes). What has not ended `timeout` s after SIGTERM is killed
+    (some of Ray's helpers outlive a SIGTERM by 30 s)."""
     import psutil
 
     marks = [temp_dir]
