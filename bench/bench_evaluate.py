@@ -50,8 +50,10 @@ def main() -> None:
     theirs = {}
     for task in sts.TASKS:
         pairs = sts.load_task(task, args.data_dir)
-        a = peer.encode(pairs.first, batch_size=64, convert_to_numpy=True)
-        b = peer.encode(pairs.second, batch_size=64, convert_to_numpy=True)
+        a = peer.encode(pairs.first, batch_size=64, convert_to_numpy=True,
+                      show_progress_bar=False)
+        b = peer.encode(pairs.second, batch_size=64, convert_to_numpy=True,
+                      show_progress_bar=False)
         cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
         theirs[task] = float(spearmanr(cosine, pairs.gold).statistic * 100)
     theirs["avg"] = float(np.mean([theirs[t] for t in sts.TASKS]))
