@@ -142,7 +142,9 @@ def embed_job():
 def test_embed_survives_a_lost_worker_node(ray_cluster, embed_job, tiny_model_dir, tmp_path):
     corpus, output = tmp_path / "corpus", tmp_path / "out"
     expected = write_corpus(corpus, files=3, lines=1000)
-    job = Background(embed_job.main, embed_args(corpus, output, tiny_model_dir))
+    # batches of 25: the job outlasts the fault by many batches, however fast the machine
+    job = Background(embed_job.main, embed_args(corpus, output, tiny_model_dir,
+                                                 "--rows-per-batch", "25"))
     wait_for(lambda: parts_written(output) >= 2, 180, "the first parts")
     kill_a_node_hosting(ray_cluster, EMBED_ACTOR)
     assert not (output / "_summary.json").exists(), "the job ended before the node was lost"
@@ -152,7 +154,9 @@ def test_embed_survives_a_lost_worker_node(ray_cluster, embed_job, tiny_model_di
 def test_embed_survives_a_killed_actor(ray_cluster, embed_job, tiny_model_dir, tmp_path):
     corpus, output = tmp_path / "corpus", tmp_path / "out"
     expected = write_corpus(corpus, files=2, lines=1000)
-    job = Background(embed_job.main, embed_args(corpus, output, tiny_model_dir))
+    # batches of 25: the job outlasts the fault by many batches, however fast the machine
+    job = Background(embed_job.main, embed_args(corpus, output, tiny_model_dir,
+                                                 "--rows-per-batch", "25"))
     wait_for(lambda: parts_written(output) >= 2, 180, "the first parts")
     actors = wait_for(lambda: ray_cluster.processes_named(EMBED_ACTOR), 60, "an embed actor")
     os.kill(min(actors.values())[0], signal.SIGKILL)
