@@ -6,9 +6,12 @@ sentences with the same model:
 - sentray's `SentenceEncoder.encode` in this process (same model, pooling and batch size as
   the job), model load included: the job's compute without Ray;
 - ours: `python jobs/embed.py` as a subprocess, Ray start, model load per actor, reading and
-  writing Parquet all included; the output is checked (every id once).
+  writing Parquet all included; the output is checked (every id once);
+- first, the batching table: forward passes and padding of fixed batches of 32 vs a token budget
+  (`--max-tokens-per-batch`) on the same sentences.
 
     python bench/bench_embed.py --sentences 50000
+    python bench/bench_embed.py --sentences 10000 --padding-only
 """
 
 from __future__ import annotations
@@ -48,6 +51,27 @@ def run_in_process(model: str, sentences: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def padding_table(model: str, sentences: list[str], batch_size: int, budget: int) -> str:
+    """Forward passes and padding of fixed batches of `batch_size` vs a token budget on the
+    same sentences (the shapes the encoder would run; no model call)."""
+    from sentray.encoder import EncoderConfig, SentenceEncoder
+
+    rows = ["| batching | forward passes | padded tokens | real tokens | padding |",
+            "|---|---|---|---|---|"]
+    for label, config in ((f"fixed, {batch_size} sentences", EncoderConfig(
+            model=model, device="cpu", batch_size=batch_size)),
+                          (f"token budget {budget}", EncoderConfig(
+            model=model, device="cpu", max_tokens_per_batch=budget))):
+        encoder = SentenceEncoder(config)
+        passes = padded = real = 0
+        for batch in encoder.length_sorted_batches(encoder.tokenize(sentences)):
+            passes += 1
+            padded += batch.input_ids.numel()
+            real += int(batch.attention_mask.sum())
+        rows.append(f"| {label} | {passes} | {padded} | {real} | {1 - real / padded:.2%} |")
+    return "\n".join(rows)
+
+
 def run_ours(corpus: Path, output: Path, extra: list[str]) -> float:
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
            "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"}
@@ -68,11 +92,19 @@ def main() -> None:
                         help="sentence-transformers' batch size (default: its own default, 32)")
     parser.add_argument("--job-args", default="--actors 2",
                         help="extra flags for jobs/embed.py (default: %(default)s)")
+    parser.add_argument("--max-tokens-per-batch", type=int, default=2048,
+                        help="the token budget compared with fixed batches of 32 (default: "
+                             "%(default)s = 32 x 64 tokens)")
+    parser.add_argument("--padding-only", action="store_true",
+                        help="print the batching table only (seconds, no model run)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentray.models import resolve_model
 
     sentences = Path(args.corpus).read_text(encoding="utf-8").splitlines()[:args.sentences]
+    print(padding_table(args.model, sentences, 32, args.max_tokens_per_batch))
+    if args.padding_only:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "sentences.txt"
         corpus.write_text("\n".join(sentences) + "\n", encoding="utf-8")

@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                     out / "head_grid.png")
         extra = {"head": args.head, "dev_spearman": float(grid.max())}
     config = encoder_config_from_args(args)
-    results = sts.evaluate(SentenceEncoder(config), tasks, args.data_dir, args.batch_size,
-                           max_pairs=args.max_pairs)
+    results = sts.evaluate(SentenceEncoder(config), tasks, args.data_dir,
+                           max_pairs=args.max_pairs)  # batches as the config says
     label = f"{config.model} {config.pooling}" + (f" {config.head}" if config.head else "")
     if args.max_pairs is not None:
         label += f" (first {args.max_pairs} pairs of each task)"

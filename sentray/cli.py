@@ -39,6 +39,10 @@ def add_encoder_args(parser: argparse.ArgumentParser, *, batch_size: int = 32) -
     group.add_argument("--batch-size", type=int, default=batch_size,
                        help="sentences per forward pass (default: %(default)s; on GPU use "
                             "256 or more)")
+    group.add_argument("--max-tokens-per-batch", type=int, default=None,
+                       help="batch by a token budget instead of --batch-size: each forward pass "
+                            "takes as many length-sorted sentences as fit in this many padded "
+                            "tokens (default: off)")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: auto)")
     group.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"],
                        help="autocast dtype on GPU (default: %(default)s)")
@@ -110,7 +114,8 @@ def encoder_config_from_args(args: argparse.Namespace, **overrides) -> EncoderCo
         args.pooling, own_head = models.model_pooling(args.model)
         args.head = args.head or own_head
     fields = dict(model=args.model, pooling=args.pooling, head=args.head,
-                  max_length=args.max_length, batch_size=args.batch_size, device=args.device,
+                  max_length=args.max_length, batch_size=args.batch_size,
+                  max_tokens_per_batch=args.max_tokens_per_batch, device=args.device,
                   precision=args.precision, ditto_impl=args.ditto_impl)
     fields.update(overrides)
     try:

@@ -42,6 +42,10 @@ class EncoderConfig:
     head: str | None = None  # Ditto head "L-H"; default: the model's known head, if any
     max_length: int | None = None  # truncation; None: the model's own limit (ST config or 512)
     batch_size: int = 32  # sentences per forward pass (CPU: small is fast; GPU: raise it)
+    # With a budget, a forward pass takes as many length-sorted sentences as fit in this many
+    # padded tokens (rows x longest row) instead of batch_size of them: many short sentences or
+    # a few long ones, padded memory flat across corpora. None: batch_size sentences.
+    max_tokens_per_batch: int | None = None
     device: str = "auto"  # "auto" (cuda if available), "cpu", "cuda", "cuda:1", ...
     precision: Precision = "fp32"  # autocast dtype on GPU; CPU runs fp32
     ditto_impl: DittoImpl = "auto"  # "auto": fast for BERT-family, eager otherwise
@@ -62,6 +66,9 @@ class EncoderConfig:
                              f"not by {self.pooling!r}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
+            raise ValueError(f"max_tokens_per_batch must be >= 1, got "
+                             f"{self.max_tokens_per_batch}")
         if self.max_length is not None and self.max_length < 2:
             raise ValueError(f"max_length must be >= 2, got {self.max_length}")
         if self.precision not in ("fp32", "fp16", "bf16"):
@@ -81,6 +88,19 @@ def resolve_device(device: str) -> torch.device:
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU")
     return resolved
+
+
+def token_budget_bounds(sorted_lengths: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """[start, stop) runs of `sorted_lengths` (longest first) whose padded size, rows x the
+    run's first (longest) length, stays within `budget`; a row longer than the budget is a run
+    of its own."""
+    bounds, start, n = [], 0, len(sorted_lengths)
+    while start < n:
+        rows = max(1, budget // max(int(sorted_lengths[start]), 1))
+        stop = min(start + rows, n)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
 
 
 @dataclass
@@ -150,13 +170,20 @@ class SentenceEncoder:
 
     def length_sorted_batches(self, token_ids: list[list[int]],
                               batch_size: int | None = None) -> Iterator[TokenBatch]:
-        """Padded batches in order of length (longest first), which minimises padding."""
-        batch_size = batch_size or self.config.batch_size
+        """Padded batches in order of length (longest first), which minimises padding: of
+        `batch_size` sentences, or, with the config's `max_tokens_per_batch`, of as many as fit
+        in that many padded tokens (a longer sentence goes alone)."""
         lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
         order = np.argsort(-lengths, kind="stable")
+        if batch_size is None and self.config.max_tokens_per_batch is not None:
+            bounds = token_budget_bounds(lengths[order], self.config.max_tokens_per_batch)
+        else:
+            size = batch_size or self.config.batch_size
+            bounds = [(start, min(start + size, len(order)))
+                      for start in range(0, len(order), size)]
         pad_id = self.tokenizer.pad_token_id or 0
-        for start in range(0, len(order), batch_size):
-            positions = order[start:start + batch_size]
+        for start, stop in bounds:
+            positions = order[start:stop]
             width = int(lengths[positions].max())
             ids = np.full((len(positions), width), pad_id, dtype=np.int64)
             mask = np.zeros((len(positions), width), dtype=np.int64)

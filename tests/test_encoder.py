@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import make_tiny_bert
 
-from sentray.encoder import EncoderConfig, SentenceEncoder
+from sentray.encoder import EncoderConfig, SentenceEncoder, token_budget_bounds
 
 TEXTS = ["A man is playing a guitar.", "Hi", "The quick brown fox jumps over the lazy dog.",
          "Ein Mann spielt Gitarre.", "猫が好きです。", "x " * 40]
@@ -65,6 +65,35 @@ def test_batched_sorted_encoding_equals_one_by_one(tokenizer, tiny_bert, pooling
     batched = encoder.encode(TEXTS, batch_size=3)
     single = np.concatenate([encoder.encode([t]) for t in TEXTS])
     np.testing.assert_allclose(batched, single, rtol=1e-4, atol=1e-5)
+
+
+def test_token_budget_bounds_by_hand():
+    # lengths sorted longest first, budget 20 padded tokens: 2 x 10, 2 x 8, then 4 rows of 3
+    # (20 // 3 = 6 would fit, 4 remain)
+    assert token_budget_bounds(np.array([10, 8, 8, 5, 3, 3, 3, 1]), 20) == [
+        (0, 2), (2, 4), (4, 8)]
+    assert token_budget_bounds(np.array([30, 2, 2]), 20) == [(0, 1), (1, 3)]  # 30 goes alone
+    assert token_budget_bounds(np.array([], dtype=np.int64), 20) == []
+
+
+def test_token_budget_batches_fit_and_give_the_same_embeddings(tokenizer, tiny_bert):
+    """--max-tokens-per-batch: every forward pass within the budget (or one row alone), every
+    sentence once, and the embeddings of fixed batches of 3. 1e-5: the same rows padded to
+    other widths in other batches change float32 sums only in their last bits."""
+    texts = TEXTS + ["word " * n for n in (1, 2, 9, 30, 31)]
+    budget = 40
+    encoder = tiny_encoder(tokenizer, tiny_bert, max_tokens_per_batch=budget)
+    batches = list(encoder.length_sorted_batches(encoder.tokenize(texts)))
+    assert sorted(np.concatenate([b.positions for b in batches]).tolist()) == list(
+        range(len(texts)))
+    for batch in batches:
+        rows, width = batch.input_ids.shape
+        assert rows * width <= budget or rows == 1
+    assert len({b.input_ids.shape[0] for b in batches}) > 1  # short rows share a pass
+    fixed = tiny_encoder(tokenizer, tiny_bert).encode(texts, batch_size=3)
+    np.testing.assert_allclose(encoder.encode(texts), fixed, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="max_tokens_per_batch"):
+        EncoderConfig(max_tokens_per_batch=0)
 
 
 def test_encode_edge_cases(tokenizer, tiny_bert):
