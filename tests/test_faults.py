@@ -139,25 +139,27 @@ def embed_job():
     return load_job("embed")
 
 
-def test_embed_survives_a_lost_worker_node(ray_cluster, embed_job, tiny_model_dir, tmp_path):
+def start_embedding(embed_job, model_dir: Path, tmp_path: Path, files: int):
+    """jobs/embed.py on `files` x 1,000 rows, run in the background until its first parts are
+    written: (job, corpus, output, every row id). Batches of 25 rows, so that the job outlasts
+    the fault that follows by many batches, however fast the machine."""
     corpus, output = tmp_path / "corpus", tmp_path / "out"
-    expected = write_corpus(corpus, files=3, lines=1000)
-    # batches of 25: the job outlasts the fault by many batches, however fast the machine
-    job = Background(embed_job.main, embed_args(corpus, output, tiny_model_dir,
+    expected = write_corpus(corpus, files=files, lines=1000)
+    job = Background(embed_job.main, embed_args(corpus, output, model_dir,
                                                  "--rows-per-batch", "25"))
     wait_for(lambda: parts_written(output) >= 2, 180, "the first parts")
+    return job, corpus, output, expected
+
+
+def test_embed_survives_a_lost_worker_node(ray_cluster, embed_job, tiny_model_dir, tmp_path):
+    job, corpus, output, expected = start_embedding(embed_job, tiny_model_dir, tmp_path, 3)
     kill_a_node_hosting(ray_cluster, EMBED_ACTOR)
     assert not (output / "_summary.json").exists(), "the job ended before the node was lost"
     assert_complete_embedding(job.join(300), output, expected, tiny_model_dir, corpus)
 
 
 def test_embed_survives_a_killed_actor(ray_cluster, embed_job, tiny_model_dir, tmp_path):
-    corpus, output = tmp_path / "corpus", tmp_path / "out"
-    expected = write_corpus(corpus, files=2, lines=1000)
-    # batches of 25: the job outlasts the fault by many batches, however fast the machine
-    job = Background(embed_job.main, embed_args(corpus, output, tiny_model_dir,
-                                                 "--rows-per-batch", "25"))
-    wait_for(lambda: parts_written(output) >= 2, 180, "the first parts")
+    job, corpus, output, expected = start_embedding(embed_job, tiny_model_dir, tmp_path, 2)
     actors = wait_for(lambda: ray_cluster.processes_named(EMBED_ACTOR), 60, "an embed actor")
     os.kill(min(actors.values())[0], signal.SIGKILL)
     assert not (output / "_summary.json").exists(), "the job ended before the actor died"

@@ -91,10 +91,11 @@ def test_gather_is_the_identity_in_one_process():
     x, _, _ = embeddings()
     assert gather_with_local_grad(x) is x
     # Without a process group the loss is not scaled and keeps its graph: worked by hand,
-    # d/dx sum(x^2) = 2x (a doubling: exact on any CPU). The scaling itself is checked by the
-    # two-process test below, where an unscaled loss would halve DDP's gradient.
+    # d/dx sum(x * x) = x + x = 2x: one float addition of a value to itself, exact on any CPU.
+    # The scaling itself is checked by the two-process test below, where an unscaled loss
+    # would halve DDP's gradient.
     x.requires_grad_(True)
-    scale_for_ddp(x.pow(2).sum()).backward()
+    scale_for_ddp((x * x).sum()).backward()
     assert torch.equal(x.grad, 2 * x.detach())
 
 
