@@ -8,6 +8,7 @@ therefore binds loopback and starts no dashboard at all.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 
@@ -42,9 +43,35 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
     ray_constants.ENABLE_RAY_CLUSTER = False
     logger.info("starting a local Ray cluster on 127.0.0.1 (num_cpus=%s, num_gpus=%s)",
                 num_cpus, num_gpus)
-    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
-             num_cpus=num_cpus, num_gpus=num_gpus, configure_logging=False)
+    with _agent_on_any_port():
+        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                 num_cpus=num_cpus, num_gpus=num_gpus, configure_logging=False)
     return True
+
+
+@contextlib.contextmanager
+def _agent_on_any_port():
+    """Start the node's dashboard agent on a port the OS picks, not Ray's fixed 52365.
+
+    `ray.init` offers no option for it. With another Ray on the machine (a second job, a test
+    cluster) holding 52365, the agent retries the bind for 3.5 s, logs a traceback, and the
+    cluster starts that much later; a private job cluster has no dashboard and no use for that
+    port. Ray reads the port from `RayParams` (pinned ray==2.60.0), so the default is set there
+    for this one call."""
+    from ray._private import parameter
+
+    original = parameter.RayParams
+
+    class RayParams(original):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("dashboard_agent_listen_port", 0)
+            super().__init__(*args, **kwargs)
+
+    parameter.RayParams = RayParams
+    try:
+        yield
+    finally:
+        parameter.RayParams = original
 
 
 def train_worker_setup(expected_workers: int, cpus_per_worker: float):

@@ -4,6 +4,7 @@ loopback), and a check that the local cluster listens on loopback only."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import ipaddress
@@ -497,7 +498,10 @@ def test_s3_input_and_output(ray_cluster, embed_job, moto_s3):
 @pytest.mark.slow
 def test_a_job_without_an_address_starts_a_loopback_only_cluster(tiny_model_dir, tmp_path):
     """jobs/embed.py run as `make demo` runs it, with no Ray address: it starts its own cluster,
-    and while the job runs every socket that cluster's processes listen on is loopback."""
+    and while the job runs every socket that cluster's processes listen on is loopback. Ray's
+    fixed agent port 52365 is held meanwhile, as another Ray on the machine holds it: the job's
+    agent must not retry it (3.5 s of start-up and a traceback in its log)."""
+    import socket
     import subprocess
     import sys
     import time
@@ -507,12 +511,19 @@ def test_a_job_without_an_address_starts_a_loopback_only_cluster(tiny_model_dir,
     corpus = tmp_path / "small.txt"
     corpus.write_text("".join(f"Sentence {i} of a small corpus.\n" for i in range(40)))
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # none: start one
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 52365))
+        holder.listen()
+    except OSError:  # another Ray holds it already: the same situation
+        pass
     job = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "embed.py"), "--input",
                             str(corpus), "--output", str(tmp_path / "out"), "--model",
                             str(tiny_model_dir), "--pooling", "mean", "--actors", "1"],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     seen: dict[int, str] = {}
     listening: set[tuple[str, str, int]] = set()
+    session_dirs: list[str] = []
     while job.poll() is None:
         try:
             descendants = psutil.Process(job.pid).children(recursive=True)
@@ -525,12 +536,20 @@ def test_a_job_without_an_address_starts_a_loopback_only_cluster(tiny_model_dir,
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
             seen[process.pid] = name
+            if "raylet" in name and not session_dirs:
+                with contextlib.suppress(psutil.Error):
+                    session_dirs += [a.split("=", 1)[1] for a in process.cmdline()
+                                     if a.startswith("--session_dir=")]
             listening |= {(name, c.laddr.ip, c.laddr.port) for c in connections
                           if c.status == psutil.CONN_LISTEN}
         time.sleep(0.2)
     output = job.communicate()[0].decode(errors="replace")
+    holder.close()
     assert job.returncode == 0, output[-3000:]
     assert json.loads((tmp_path / "out" / "_summary.json").read_text())["rows_out"] == 40
+    assert session_dirs, seen
+    agent_log = Path(session_dirs[0]) / "logs" / "dashboard_agent.log"
+    assert "failed to bind" not in agent_log.read_text().lower(), agent_log
     names = {n for n, _, _ in listening}
     assert any("gcs_server" in n for n in names) and any("raylet" in n for n in names), (
         seen, listening)
