@@ -445,18 +445,20 @@ def run_augmentation(config: AugmentConfig) -> dict:
     todo = [s for s in todo if s.num_rows != 0]
     for source in empty:
         parts.write_empty_source(output, source, output_schema(pa.string()))
+    timings = None
     if todo:
         load_spacy(config.spacy_model)  # fail here, not in every actor, when the model is missing
         if config.backend == "corenlp":
             from sentray.corenlp import corenlp_home
 
             corenlp_home()
-        pipeline.run_actor_pool(todo, config.corpus, AugmentBatch, {"config": config},
-                                SplitOutputAndRejects(output, rejects), config.pool)
+        timings = pipeline.run_actor_pool(todo, config.corpus, AugmentBatch, {"config": config},
+                                          SplitOutputAndRejects(output, rejects), config.pool)
     seconds = time.perf_counter() - started
     summary = summarize(output, rejects, sources)
     summary["processed_this_run"] = [s.uri for s in empty + todo]
     summary["seconds"] = round(seconds, 2)
+    summary["timings"] = timings
     rows_this_run = sum(parts.completed_rows([output, rejects], s.key)[1] or 0 for s in todo)
     summary["sentences_per_second"] = round(rows_this_run / seconds, 1) if todo else None
     summary["config"] = json.loads(json.dumps(dataclasses.asdict(config), default=str))

@@ -171,13 +171,15 @@ def run_embedding(config: EmbedConfig) -> dict:
                     schema = pq.read_schema(handle)
                 id_type = schema.field(config.corpus.id_column).type
             parts.write_empty_source(output, source, output_schema(dimension, id_type))
+    timings = None
     if todo:
-        pipeline.run_actor_pool(todo, config.corpus, EmbedBatch,
-                                {"encoder_config": config.encoder},
-                                parts.SingleFolder(output), config.pool)
+        timings = pipeline.run_actor_pool(todo, config.corpus, EmbedBatch,
+                                          {"encoder_config": config.encoder},
+                                          parts.SingleFolder(output), config.pool)
 
     summary = summarize(output, sources)
     summary["seconds"] = round(time.perf_counter() - started, 2)
+    summary["timings"] = timings
     summary["embedded_this_run"] = [s.uri for s in empty + todo]
     summary["config"] = json.loads(json.dumps(asdict(config), default=str))
     if summary["incomplete_sources"] or summary["rows_in"] != summary["rows_out"]:

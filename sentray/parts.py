@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
+import time
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -104,15 +105,20 @@ def make_sink(route: Route):
     from ray.data import Datasink
 
     class PartSink(Datasink):
-        def write(self, blocks, ctx) -> int:
-            written = 0
+        first_write: float | None = None  # wall-clock time the first part was written
+
+        def write(self, blocks, ctx) -> tuple[int, float | None]:
+            written, first = 0, None
             for block in blocks:
                 table = block if isinstance(block, pa.Table) else pa.table(block)
                 if table.num_rows:
                     written += write_block(route, table)
-            return written
+                    first = first or time.time()
+            return written, first
 
         def on_write_complete(self, write_result) -> None:
+            times = [first for _, first in write_result.write_returns if first is not None]
+            self.first_write = min(times, default=None)
             logger.info("wrote %d rows", write_result.num_rows)
 
     return PartSink()

@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import posixpath
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sentray import parts, storage
-from sentray.corpus import CorpusConfig, Source, corpus_datasource, read_tasks
+from sentray.corpus import CorpusConfig, Source, corpus_datasource, estimate_rows, read_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -55,35 +57,73 @@ def pending_sources(sources: Sequence[Source],
     return todo
 
 
+# Every actor gets at least this many blocks, so that a small input keeps all of them busy.
+BLOCKS_PER_ACTOR = 2
+# Past this many rounds of blocks (one block per actor each) an uneven last round costs little.
+ROUNDS_COUNTED = 8
+
+
+def block_rows(sources: Sequence[Source], pool: ActorPoolConfig) -> int:
+    """Rows per block handed to one actor call: at most `pool.rows_per_batch`, and for an input
+    of fewer than ROUNDS_COUNTED rounds, sized so that the blocks come out as whole rounds (a
+    multiple of the actor count, at least BLOCKS_PER_ACTOR each) of equal size, so that the
+    actors finish together. A 1,000-row input in blocks of 1,024 would keep one actor of two
+    busy and the other idle; 10,000 rows in blocks of 1,024 leave a last round of one block.
+    Rows are counted (text files estimated from their first MiB) only until there are enough."""
+    enough = ROUNDS_COUNTED * pool.actors * pool.rows_per_batch
+    rows = 0
+    for source in sources:
+        rows += estimate_rows(source)
+        if rows >= enough:
+            return pool.rows_per_batch
+    rounds = max(BLOCKS_PER_ACTOR, math.ceil(rows / (pool.actors * pool.rows_per_batch)))
+    return max(1, math.ceil(rows / (pool.actors * rounds)))
+
+
 def run_actor_pool(sources: Sequence[Source], corpus: CorpusConfig, actor_class: type,
-                   actor_kwargs: dict, route: parts.Route, pool: ActorPoolConfig) -> None:
-    """Stream every row of `sources` through `actor_class` and write what `route` says."""
+                   actor_kwargs: dict, route: parts.Route, pool: ActorPoolConfig) -> dict:
+    """Stream every row of `sources` through `actor_class` and write what `route` says.
+    Returns where the time went, in seconds: `ray_start` (connecting or starting a cluster),
+    `first_part` (from the call to the first part written: the fixed cost before the first
+    batch is out) and `pipeline` (the call, in all)."""
     import ray
     from ray.data import ActorPoolStrategy
 
     from sentray.runtime import init_ray
 
+    started = time.time()
+    rows = block_rows(sources, pool)
     started_local = init_ray(pool.address, num_cpus=pool.num_cpus)
+    ray_started = time.time()
+    sink = parts.make_sink(route)
     try:
         # A read task's blocks all reach a single actor; the streaming repartition hands
-        # blocks of rows_per_batch rows to whichever actor is free.
-        corpus = dataclasses.replace(corpus, rows_per_block=pool.rows_per_batch)
+        # blocks of `rows` rows to whichever actor is free.
+        corpus = dataclasses.replace(corpus, rows_per_block=rows)
         dataset = ray.data.read_datasource(corpus_datasource(list(sources), corpus),
                                            override_num_blocks=len(read_tasks(sources, corpus)))
-        dataset = dataset.repartition(target_num_rows_per_block=pool.rows_per_batch)
+        dataset = dataset.repartition(target_num_rows_per_block=rows)
         dataset = dataset.map_batches(
             actor_class,
             fn_constructor_kwargs=actor_kwargs,
-            batch_size=pool.rows_per_batch,
+            batch_size=rows,
             batch_format="pyarrow",
             compute=ActorPoolStrategy(size=pool.actors),
             num_gpus=pool.num_gpus or None,
             num_cpus=pool.cpus_per_actor,
         )
-        dataset.write_datasink(parts.make_sink(route))
+        dataset.write_datasink(sink)
     finally:
         if started_local:
             ray.shutdown()
+    timings = {"rows_per_block": rows, "ray_start": round(ray_started - started, 2),
+               "first_part": None, "pipeline": round(time.time() - started, 2)}
+    if sink.first_write is not None:
+        timings["first_part"] = round(sink.first_write - started, 2)
+    logger.info("blocks of %d rows; Ray ready after %.1f s, first part written after %s s, "
+                "%.1f s in all", rows, timings["ray_start"], timings["first_part"],
+                timings["pipeline"])
+    return timings
 
 
 def write_summary(folder: storage.Location, summary: dict) -> None:
