@@ -1,17 +1,22 @@
-"""End-to-end bulk embedding vs sentence-transformers, measured in one run on the same
-sentences with the same model:
+"""Bulk embedding: `jobs/embed.py` end to end against its peers, on the same sentences with the
+same model, at every corpus size of `--sizes`, in one run:
 
-- peer: `SentenceTransformer(model).encode(sentences)` in this process (its default batch size,
-  its own length sorting), model load included;
-- sentray's `SentenceEncoder.encode` in this process (same model, pooling and batch size as
-  the job), model load included: the job's compute without Ray;
-- ours: `python jobs/embed.py` as a subprocess, Ray start, model load per actor, reading and
-  writing Parquet all included; the output is checked (every id once);
-- first, the batching table: forward passes and padding of fixed batches of 32 vs a token budget
-  (`--max-tokens-per-batch`) on the same sentences.
+- sentence-transformers `encode` (torch, its default batch of 32 and its own length sorting),
+  model load included;
+- sentence-transformers' ONNX backend (`backend="onnx"`, exported once before timing, load
+  included), run by `--onnx-python`: an interpreter with `optimum-onnx[onnxruntime]`, which pins
+  transformers < 4.58 and so cannot share sentray's environment (see README, Benchmarks);
+- sentray's `SentenceEncoder.encode` in this process (the job's compute without Ray), and the
+  same with a token budget (`--max-tokens-per-batch`), at the smallest size;
+- `python jobs/embed.py` as a subprocess: Ray start, actor start, reading and writing Parquet
+  all included; every id checked once. Its fixed cost is the time from launching the command
+  to its first output part written (from `_summary.json`).
 
-    python bench/bench_embed.py --sentences 50000
-    python bench/bench_embed.py --sentences 10000 --padding-only
+For each run: seconds, sentences/s, padding (padded tokens that are not real tokens, for the
+batches that run would form) and the ratio of throughput to the fastest peer.
+
+    python bench/bench_embed.py --sizes 10000,50000 --onnx-python /path/to/venv/bin/python
+    python bench/bench_embed.py --sizes 10000 --padding-only
 """
 
 from __future__ import annotations
@@ -25,10 +30,50 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow.dataset as pads
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = ROOT.parent / "shared/data/corpus/brown.txt"
+OFFLINE_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+               "HF_HUB_OFFLINE": "1"}
+
+# Run by --onnx-python: export once (not timed), then load + encode (timed), as a user would.
+ONNX_PEER = """
+import sys, time, tempfile
+from sentence_transformers import SentenceTransformer
+model_path, corpus, batch_size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sentences = open(corpus, encoding="utf-8").read().split("\\n")[:-1]
+with tempfile.TemporaryDirectory() as exported:
+    SentenceTransformer(model_path, backend="onnx", device="cpu").save_pretrained(exported)
+    start = time.perf_counter()
+    model = SentenceTransformer(exported, backend="onnx", device="cpu")
+    vectors = model.encode(sentences, batch_size=batch_size)
+    assert vectors.shape[0] == len(sentences)
+    print(time.perf_counter() - start)
+"""
+
+
+def padding(batches: list[list[int]]) -> float:
+    """Share of padded tokens in batches of token-id lists (each batch padded to its longest)."""
+    padded = sum(len(batch) * max(batch) for batch in batches)
+    return 1 - sum(sum(batch) for batch in batches) / padded
+
+
+def peer_padding(lengths: np.ndarray, texts: list[str], batch_size: int) -> float:
+    """sentence-transformers sorts the whole input by character length (longest first)."""
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    return padding([list(lengths[order[i:i + batch_size]])
+                    for i in range(0, len(order), batch_size)])
+
+
+def encoder_padding(encoder, token_ids: list[list[int]], block_rows: int) -> float:
+    """The encoder's batches, sorted within blocks of `block_rows` (the job's actor calls)."""
+    batches = []
+    for start in range(0, len(token_ids), block_rows):
+        for batch in encoder.length_sorted_batches(token_ids[start:start + block_rows]):
+            batches.append(batch.attention_mask.sum(1).tolist())
+    return padding(batches)
 
 
 def run_peer(model_path: str, sentences: list[str], batch_size: int) -> float:
@@ -41,14 +86,37 @@ def run_peer(model_path: str, sentences: list[str], batch_size: int) -> float:
     return time.perf_counter() - start
 
 
-def run_in_process(model: str, sentences: list[str]) -> float:
-    """sentray's encoder without Ray: where the job's time goes besides the model."""
+def run_onnx_peer(python: str, model_path: str, corpus: Path, batch_size: int) -> float:
+    result = subprocess.run([python, "-c", ONNX_PEER, model_path, str(corpus), str(batch_size)],
+                            check=True, capture_output=True, text=True,
+                            env={**os.environ, **OFFLINE_ENV})
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def run_in_process(model: str, sentences: list[str], **config) -> float:
     from sentray.encoder import EncoderConfig, SentenceEncoder
 
     start = time.perf_counter()
-    vectors = SentenceEncoder(EncoderConfig(model=model, device="cpu")).encode(sentences)
+    vectors = SentenceEncoder(EncoderConfig(model=model, device="cpu", **config)).encode(
+        sentences)
     assert vectors.shape[0] == len(sentences)
     return time.perf_counter() - start
+
+
+def run_job(corpus: Path, output: Path, extra: list[str], rows: int) -> tuple[float, dict]:
+    """(seconds, timings) of jobs/embed.py; timings gain `fixed`: launch to first part."""
+    start_wall, start = time.time(), time.perf_counter()
+    job = subprocess.run([sys.executable, str(ROOT / "jobs" / "embed.py"), "--input",
+                          str(corpus), "--output", str(output), *extra],
+                         env={**os.environ, **OFFLINE_ENV}, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if job.returncode:
+        raise SystemExit(f"jobs/embed.py failed ({job.returncode}):\n{job.stderr[-3000:]}")
+    ids = pads.dataset(output, format="parquet").to_table(columns=["id"]).column("id")
+    assert len(ids) == rows == len(set(ids.to_pylist())), "every id once"
+    timings = json.loads((output / "_summary.json").read_text())["timings"]
+    timings["fixed"] = timings["first_part_at"] - start_wall
+    return seconds, timings
 
 
 def padding_table(model: str, sentences: list[str], batch_size: int, budget: int) -> str:
@@ -72,24 +140,80 @@ def padding_table(model: str, sentences: list[str], batch_size: int, budget: int
     return "\n".join(rows)
 
 
-def run_ours(corpus: Path, output: Path, extra: list[str]) -> float:
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-           "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"}
-    start = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "jobs" / "embed.py"), "--input", str(corpus),
-                    "--output", str(output), *extra], check=True, env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+def measure(size: int, all_sentences: list[str], args, smallest: bool) -> list[dict]:
+    from sentray.encoder import EncoderConfig, SentenceEncoder
+    from sentray.models import resolve_model
+
+    sentences = all_sentences[:size]
+    model_path = resolve_model(args.model).path
+    encoder = SentenceEncoder(EncoderConfig(model=args.model, device="cpu"))
+    token_ids = encoder.tokenize(sentences)
+    lengths = np.array([len(ids) for ids in token_ids])
+    whole = encoder_padding(encoder, token_ids, len(token_ids))
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "sentences.txt"
+        corpus.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+        seconds, timings = run_job(corpus, Path(tmp) / "out", args.job_args.split(), size)
+        runs.append({"run": f"jobs/embed.py {args.job_args}", "seconds": seconds, "peer": False,
+                     "padding": encoder_padding(encoder, token_ids, timings["rows_per_block"]),
+                     "timings": timings})
+        if args.onnx_python:
+            runs.append({"run": f"sentence-transformers ONNX (batch {args.peer_batch_size})",
+                         "seconds": run_onnx_peer(args.onnx_python, model_path, corpus,
+                                                  args.peer_batch_size),
+                         "peer": True,
+                         "padding": peer_padding(lengths, sentences, args.peer_batch_size)})
+    runs.append({"run": f"sentence-transformers torch (batch {args.peer_batch_size})",
+                 "seconds": run_peer(model_path, sentences, args.peer_batch_size), "peer": True,
+                 "padding": peer_padding(lengths, sentences, args.peer_batch_size)})
+    runs.append({"run": "sentray encoder in-process, batch 32", "peer": False,
+                 "seconds": run_in_process(args.model, sentences), "padding": whole})
+    if smallest:
+        budget = args.max_tokens_per_batch
+        budgeted = SentenceEncoder(EncoderConfig(model=args.model, device="cpu",
+                                                 max_tokens_per_batch=budget))
+        runs.append({"run": f"sentray encoder in-process, token budget {budget}", "peer": False,
+                     "seconds": run_in_process(args.model, sentences,
+                                               max_tokens_per_batch=budget),
+                     "padding": encoder_padding(budgeted, token_ids, len(token_ids))})
+    for run in runs:
+        run["rate"] = size / run["seconds"]
+    return runs
+
+
+def report(size: int, runs: list[dict]) -> str:
+    best = max((r for r in runs if r["peer"]), key=lambda r: r["rate"])
+    lines = [f"{size} Brown sentences, {os.cpu_count()} CPUs; ratio = throughput / the fastest "
+             f"peer's ({best['run']})", "",
+             "| run | seconds | sentences/s | padding | ratio |", "|---|---|---|---|---|"]
+    for run in runs:
+        lines.append(f"| {run['run']} | {run['seconds']:.1f} | {run['rate']:.0f} | "
+                     f"{run['padding']:.2%} | {run['rate'] / best['rate']:.2f}x |")
+    job = runs[0]
+    timings = job["timings"]
+    after = job["seconds"] - timings["fixed"]
+    lines += ["", f"jobs/embed.py fixed cost: {timings['fixed']:.1f} s from launch to its first "
+              f"part written (Ray ready after {timings['ray_start']:.1f} s of its pipeline; "
+              f"blocks of {timings['rows_per_block']} rows); after that {after:.1f} s, about "
+              f"{(size - timings['rows_per_block']) / max(after, 1e-9):.0f} sentences/s for "
+              "the remaining rows",
+              f"jobs/embed.py / fastest peer: {job['rate'] / best['rate']:.2f}x"]
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default=str(DEFAULT_CORPUS))
-    parser.add_argument("--sentences", type=int, default=50_000)
+    parser.add_argument("--sizes", default="10000,50000",
+                        help="corpus sizes, comma-separated (default: %(default)s)")
     parser.add_argument("--model", default="all-MiniLM-L6-v2")
     parser.add_argument("--peer-batch-size", type=int, default=32,
                         help="sentence-transformers' batch size (default: its own default, 32)")
+    parser.add_argument("--onnx-python", default=os.environ.get("SENTRAY_ONNX_PYTHON"),
+                        help="a Python with sentence-transformers and optimum-onnx[onnxruntime] "
+                             "for the ONNX peer (default: $SENTRAY_ONNX_PYTHON; none: no row)")
     parser.add_argument("--job-args", default="--actors 2",
                         help="extra flags for jobs/embed.py (default: %(default)s)")
     parser.add_argument("--max-tokens-per-batch", type=int, default=2048,
@@ -97,39 +221,24 @@ def main() -> None:
                              "%(default)s = 32 x 64 tokens)")
     parser.add_argument("--padding-only", action="store_true",
                         help="print the batching table only (seconds, no model run)")
+    parser.add_argument("--json", default=None, help="also write every figure to this file")
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from sentray.models import resolve_model
-
-    sentences = Path(args.corpus).read_text(encoding="utf-8").splitlines()[:args.sentences]
-    print(padding_table(args.model, sentences, 32, args.max_tokens_per_batch))
+    os.environ.update(OFFLINE_ENV)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    sentences = Path(args.corpus).read_text(encoding="utf-8").splitlines()[:max(sizes)]
+    if len(sentences) < max(sizes):
+        raise SystemExit(f"{args.corpus} has {len(sentences)} lines, fewer than {max(sizes)}")
+    print(padding_table(args.model, sentences[:sizes[0]], 32, args.max_tokens_per_batch))
     if args.padding_only:
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "sentences.txt"
-        corpus.write_text("\n".join(sentences) + "\n", encoding="utf-8")
-        ours = run_ours(corpus, Path(tmp) / "out", args.job_args.split())
-        table = pads.dataset(Path(tmp) / "out", format="parquet").to_table(
-            columns=["id", "status"])
-        ids = table.column("id").to_pylist()
-        assert len(ids) == len(sentences) == len(set(ids)), "every id once"
-        summary = json.loads((Path(tmp) / "out" / "_summary.json").read_text())
-    peer = run_peer(resolve_model(args.model).path, sentences, args.peer_batch_size)
-    in_process = run_in_process(args.model, sentences)
-    n = len(sentences)
-    print(f"{n} Brown sentences, {args.model}, {os.cpu_count()} CPUs")
-    print("| run | seconds | sentences/s |")
-    print("|---|---|---|")
-    print(f"| sentence-transformers encode (batch {args.peer_batch_size}) | {peer:.1f} | "
-          f"{n / peer:.0f} |")
-    print(f"| sentray SentenceEncoder.encode, in-process, no Ray | {in_process:.1f} | "
-          f"{n / in_process:.0f} |")
-    print(f"| jobs/embed.py {args.job_args} (Ray start included) | {ours:.1f} | {n / ours:.0f} |")
-    print(f"ratio jobs/embed.py / sentence-transformers throughput: {peer / ours:.2f}x "
-          "(goal >= 1.2)")
-    print(f"ratio sentray encoder in-process / sentence-transformers: {peer / in_process:.2f}x")
-    print(f"job summary: rows_in={summary['rows_in']} rows_out={summary['rows_out']} "
-          f"status={summary['status']}")
+    results = {}
+    for size in sizes:
+        runs = measure(size, sentences, args, smallest=size == min(sizes))
+        results[size] = runs
+        print()
+        print(report(size, runs), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -117,7 +117,8 @@ def run_actor_pool(sources: Sequence[Source], corpus: CorpusConfig, actor_class:
         if started_local:
             ray.shutdown()
     timings = {"rows_per_block": rows, "ray_start": round(ray_started - started, 2),
-               "first_part": None, "pipeline": round(time.time() - started, 2)}
+               "first_part": None, "pipeline": round(time.time() - started, 2),
+               "first_part_at": sink.first_write}  # Unix time, for a caller's own clock
     if sink.first_write is not None:
         timings["first_part"] = round(sink.first_write - started, 2)
     logger.info("blocks of %d rows; Ray ready after %.1f s, first part written after %s s, "
