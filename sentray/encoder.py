@@ -223,11 +223,20 @@ class SentenceEncoder:
     @torch.inference_mode()
     def encode_every_head(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         """Ditto embeddings for every (layer, head): (L, H, N, D) float32, one eager forward
-        pass per batch. Used by the head search."""
+        pass per batch. Used by the head search. The model runs eagerly for this call only:
+        later `encode` calls get back the attention they were built with (SDPA for fast Ditto)."""
         if self.config.pooling not in DITTO_POOLINGS:
             raise ValueError(f"encode_every_head needs a Ditto pooling, not {self.config.pooling!r}")
-        if self.model.config._attn_implementation != "eager":
+        implementation = self.model.config._attn_implementation
+        if implementation != "eager":
             self.model.set_attn_implementation("eager")
+        try:
+            return self._every_head(texts, batch_size)
+        finally:
+            if implementation != "eager":
+                self.model.set_attn_implementation(implementation)
+
+    def _every_head(self, texts: Sequence[str], batch_size: int | None) -> np.ndarray:
         cfg = self.model.config
         out = np.zeros((cfg.num_hidden_layers, cfg.num_attention_heads, len(texts),
                         self.dimension), dtype=np.float32)

@@ -49,7 +49,7 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from sentray import lexicon, models, sst
-from sentray.runtime import train_worker_setup
+from sentray.runtime import step_seed, train_worker_setup
 
 logger = logging.getLogger(__name__)
 
@@ -361,11 +361,6 @@ def prepare_data(config: LSTMConfig) -> LSTMData:
 
 
 # -- training -----------------------------------------------------------------------------------
-
-
-def step_seed(seed: int, rank: int, step: int) -> int:
-    """The dropout seed of one worker's step."""
-    return int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0])
 
 
 def epoch_order(seed: int, epoch: int, rows: int) -> np.ndarray:

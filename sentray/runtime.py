@@ -89,3 +89,11 @@ def train_worker_setup(expected_workers: int, cpus_per_worker: float):
     if device.type == "cpu":
         torch.set_num_threads(max(1, int(cpus_per_worker)))
     return rank, world, device
+
+
+def step_seed(seed: int, rank: int, step: int) -> int:
+    """The dropout seed of one worker's training step: a function of (seed, rank, step) only,
+    so a run restarted from a checkpoint draws the same masks. Both trainers use it."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0])

@@ -50,7 +50,7 @@ from sentray.losses import (
     scale_for_ddp,
 )
 from sentray.pooling import DITTO_POOLINGS, canonical_pooling
-from sentray.runtime import train_worker_setup
+from sentray.runtime import step_seed, train_worker_setup
 from sentray.views import (
     VIEW_COLUMNS,
     ViewGroup,
@@ -290,11 +290,6 @@ def clipped_step(model: nn.Module, loss: torch.Tensor, optimizer: torch.optim.Op
     else:
         optimizer.step()
     return norm
-
-
-def step_seed(seed: int, rank: int, step: int) -> int:
-    """The dropout seed of one worker's step: independent of restarts."""
-    return int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0])
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -828,5 +823,5 @@ def _replace_folder(source: Path, target: storage.Location) -> None:
 
 
 __all__ = ["ContrastiveModel", "TrainConfig", "build_model", "export_checkpoint",
-           "epoch_datasets", "finished_checkpoints", "inspect_input", "linear_schedule", "run_training", "step_seed",
+           "epoch_datasets", "finished_checkpoints", "inspect_input", "linear_schedule", "run_training",
            "adamw", "clipped_step", "encode_views", "train_loop_per_worker", "warmup_steps"]

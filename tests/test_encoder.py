@@ -122,6 +122,18 @@ def test_every_head_matches_single_head(tokenizer, tiny_bert):
         np.testing.assert_allclose(grid[layer, h], single, rtol=1e-5, atol=1e-6)
 
 
+def test_every_head_leaves_a_fast_ditto_encoder_as_it_was(tokenizer, tiny_bert):
+    """The head search runs the model eagerly; afterwards the encoder's own path is back."""
+    tiny_bert.set_attn_implementation("sdpa")
+    encoder = tiny_encoder(tokenizer, tiny_bert, pooling="ditto", head="1-2", ditto_impl="fast")
+    before = encoder.encode(TEXTS[:3])
+    grid = encoder.encode_every_head(TEXTS[:3])
+    assert encoder.model.config._attn_implementation == "sdpa"
+    # the same process and kernels before and after: equal up to float noise (1e-6)
+    np.testing.assert_allclose(encoder.encode(TEXTS[:3]), before, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(grid[1, 2], before, rtol=1e-5, atol=1e-6)  # eager vs fast
+
+
 def test_config_validation():
     with pytest.raises(ValueError, match="needs a head"):
         EncoderConfig(pooling="ditto")

@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 from sentray import models
 from sentray.encoder import EncoderConfig, SentenceEncoder, embed_with
 from sentray.losses import SifterWeights
+from sentray.runtime import step_seed
 from sentray.train import (
     ContrastiveModel,
     EpochOrder,
@@ -29,7 +30,6 @@ from sentray.train import (
     inspect_input,
     linear_schedule,
     run_training,
-    step_seed,
     warmup_steps,
 )
 
