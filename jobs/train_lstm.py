@@ -88,7 +88,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                 "127.0.0.1)")
     ray_group.add_argument("--num-cpus", type=int, default=None,
                            help="logical CPUs of a local cluster (default: workers x "
-                                "cpus-per-worker + 1)")
+                                "cpus-per-worker + 2, rounded up)")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser.parse_args(argv)
 

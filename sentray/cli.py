@@ -12,6 +12,7 @@ from sentray.encoder import EncoderConfig
 from sentray.models import DEFAULT_MODEL
 from sentray.pipeline import ActorPoolConfig
 from sentray.pooling import ALIASES, POOLINGS
+from sentray.runtime import local_cpus
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -103,7 +104,7 @@ def add_pool_args(parser: argparse.ArgumentParser, *, actors: int, rows_per_batc
 def pool_config_from_args(args: argparse.Namespace) -> ActorPoolConfig:
     """The actor pool from add_pool_args' flags; a local cluster gets actors x cpus-per-actor
     + 2 logical CPUs unless --num-cpus says otherwise."""
-    num_cpus = args.num_cpus or int(args.actors * args.cpus_per_actor + 2)
+    num_cpus = args.num_cpus or local_cpus(args.actors, args.cpus_per_actor)
     return ActorPoolConfig(actors=args.actors, num_gpus=getattr(args, "num_gpus", 0.0),
                            cpus_per_actor=args.cpus_per_actor, rows_per_batch=args.rows_per_batch,
                            address=args.address, num_cpus=num_cpus)

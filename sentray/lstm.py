@@ -505,10 +505,10 @@ def _train_on_ray(config: LSTMConfig, data: LSTMData) -> dict:
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from sentray.runtime import init_ray
+    from sentray.runtime import init_ray, local_cpus
 
-    started_cluster = init_ray(config.address, num_cpus=config.num_cpus or int(
-        math.ceil(config.workers * config.cpus_per_worker) + 1))
+    started_cluster = init_ray(config.address, num_cpus=config.num_cpus or local_cpus(
+        config.workers, config.cpus_per_worker))
     try:
         trainer = TorchTrainer(
             train_loop_per_worker,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 
 logger = logging.getLogger(__name__)
@@ -19,6 +20,17 @@ LOOPBACK_ENV = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # single-node mode: bind and advertise 127.0.0.1
     "RAY_USAGE_STATS_ENABLED": "0",
 }
+
+
+# Logical CPUs a job's own cluster gets beyond its actors' or workers': Ray Data's read and
+# write tasks and Ray Train's controller need their own, or they starve behind the pool.
+SPARE_CPUS = 2
+
+
+def local_cpus(processes: int, cpus_each: float) -> int:
+    """Logical CPUs of a local cluster for `processes` actors or workers of `cpus_each`: the
+    one rule of every job (a cluster given by address keeps its own)."""
+    return math.ceil(processes * cpus_each) + SPARE_CPUS
 
 
 def init_ray(address: str | None = None, *, num_cpus: int | None = None,

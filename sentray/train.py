@@ -676,10 +676,10 @@ def _fit(config: TrainConfig, plan, epochs: int, dev, output: storage.Location,
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from sentray.runtime import init_ray
+    from sentray.runtime import init_ray, local_cpus
 
-    started_cluster = init_ray(config.address, num_cpus=config.num_cpus or int(
-        config.workers * config.cpus_per_worker + 2))
+    started_cluster = init_ray(config.address, num_cpus=config.num_cpus or local_cpus(
+        config.workers, config.cpus_per_worker))
     try:
         execution = DataConfig.default_ingest_options()
         execution.preserve_order = True  # batches in the sorted order, on every worker

@@ -101,3 +101,18 @@ def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path):
     assert len(handled) == 2, handled
     assert timings["rows_per_block"] == 250
     assert 0 <= timings["ray_start"] <= timings["first_part"] <= timings["pipeline"], timings
+
+
+@pytest.mark.parametrize(("processes", "each", "expected"), [(2, 1.0, 4), (1, 0.5, 3), (3, 1.5, 7)])
+def test_a_local_cluster_gets_its_pool_plus_two_spare_cpus(processes, each, expected):
+    """One rule for the corpus jobs and both trainers: the pool's CPUs, rounded up, plus two for
+    Ray Data's read/write tasks and Ray Train's controller."""
+    import argparse
+
+    from sentray.cli import pool_config_from_args
+    from sentray.runtime import local_cpus
+
+    assert local_cpus(processes, each) == expected
+    args = argparse.Namespace(actors=processes, cpus_per_actor=each, num_cpus=None, num_gpus=0.0,
+                              rows_per_batch=8, address=None)
+    assert pool_config_from_args(args).num_cpus == expected
