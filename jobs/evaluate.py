@@ -12,7 +12,7 @@ import json
 import logging
 from pathlib import Path
 
-from sentray import sts
+from sentray import senteval, sts
 from sentray.cli import add_encoder_args, encoder_config_from_args, setup_logging
 from sentray.encoder import SentenceEncoder
 
@@ -24,9 +24,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_encoder_args(parser)
     parser.add_argument("--tasks", default="all",
-                        help=f"comma-separated, from {', '.join(sts.TASKS)} (default: all)")
+                        help=f"comma-separated, from {', '.join(senteval.TASKS)} (default: all)")
     parser.add_argument("--data-dir", default=None,
-                        help=f"SentEval data/downstream folder (default: ${sts.DATA_DIR_ENV})")
+                        help=f"SentEval data/downstream folder (default: ${senteval.DATA_DIR_ENV})")
     parser.add_argument("--out", default="out/evaluate",
                         help="folder for results.json (and the head grid) (default: %(default)s)")
     parser.add_argument("--search-head", action="store_true",
@@ -41,10 +41,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     args = parse_args(argv)
     setup_logging(args.verbose)
-    tasks = sts.parse_tasks(args.tasks)
+    tasks = senteval.parse_tasks(args.tasks)
     if args.max_pairs is not None and args.max_pairs < 3:
         raise SystemExit(f"error: --max-pairs must be at least 3, got {args.max_pairs}")
-    sts.resolve_data_dir(args.data_dir)  # fail before loading any model
+    senteval.resolve_data_dir(args.data_dir)  # fail before loading any model
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     extra: dict = {}

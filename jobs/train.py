@@ -18,7 +18,7 @@ import argparse
 import json
 import logging
 
-from sentray import sts
+from sentray import senteval
 from sentray.cli import setup_logging
 from sentray.losses import OBJECTIVES, SifterWeights
 from sentray.models import DEFAULT_MODEL
@@ -39,7 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     io.add_argument("--name", default=None,
                     help="run name; the same name resumes (default: the objective)")
     io.add_argument("--data-dir", default=None,
-                    help=f"SentEval folder for STS-B dev (default: ${sts.DATA_DIR_ENV})")
+                    help=f"SentEval folder for STS-B dev (default: ${senteval.DATA_DIR_ENV})")
     io.add_argument("--s3-endpoint", default=None, help="S3-compatible endpoint URL")
     model = parser.add_argument_group("model and objective")
     model.add_argument("--model", default=DEFAULT_MODEL,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from sentray import sts
+from sentray import senteval
 from sentray.cli import setup_logging
 from sentray.lexicon import DEFAULT_THRESHOLD
 from sentray.lstm import CELLS, LSTMConfig, run_lstm
@@ -32,7 +32,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     io = parser.add_argument_group("input and output")
     io.add_argument("--data-dir", default=None,
                     help="SentEval folder with SST/binary/sentiment-{train,dev,test}, or a "
-                         f"folder holding senteval/ (default: ${sts.DATA_DIR_ENV})")
+                         f"folder holding senteval/ (default: ${senteval.DATA_DIR_ENV})")
     io.add_argument("--out", default="out/lstm",
                     help="writes OUT/metrics.json (default: %(default)s)")
     io.add_argument("--limit-train", type=int, default=None,

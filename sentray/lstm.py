@@ -48,7 +48,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from sentray import lexicon, models, sst
+from sentray import lexicon, models, senteval
 from sentray.runtime import step_seed, train_worker_setup
 
 logger = logging.getLogger(__name__)
@@ -303,7 +303,7 @@ class EncodedSplit:
                 torch.from_numpy(self.labels[rows]))
 
 
-def encode_sentences(tokenizer, data: sst.LabelledSentences, max_length: int) -> EncodedSplit:
+def encode_sentences(tokenizer, data: senteval.LabelledSentences, max_length: int) -> EncodedSplit:
     """Tokenize without [CLS]/[SEP], truncated to `max_length`; a sentence with no word piece
     becomes one [UNK] (the LSTM needs a last token)."""
     pieces = tokenizer(data.sentences, add_special_tokens=False, truncation=True,
@@ -337,12 +337,12 @@ def input_embeddings(model: str) -> torch.Tensor:
 def prepare_data(config: LSTMConfig) -> LSTMData:
     """Load SST-2, the tokenizer, the embedding matrix and, for SIFTER, the sentiment ids (the
     baseline reads no lexicon: its set is empty)."""
-    splits = {split: sst.load_sst2(config.data_dir, split) for split in sst.SPLITS}
+    splits = {split: senteval.load_sst2(config.data_dir, split) for split in senteval.SPLITS}
     limits = {"train": config.limit_train, "dev": config.limit_eval, "test": config.limit_eval}
     tokenizer = models.load_tokenizer(config.model)
     encoded = {split: encode_sentences(tokenizer, data.head(limits[split]), config.max_length)
                for split, data in splits.items()}
-    for split in sst.SPLITS:
+    for split in senteval.SPLITS:
         cut = sum(1 for length in encoded[split].lengths if length == config.max_length)
         logger.info("SST-2 %s: %d sentences, %.1f word pieces on average, %d at the %d limit",
                     split, len(encoded[split]), encoded[split].lengths.mean(), cut,

@@ -39,7 +39,7 @@ import pyarrow.dataset as pads
 import torch
 from torch import nn
 
-from sentray import models, storage, sts
+from sentray import models, senteval, storage, sts
 from sentray.encoder import EncoderConfig, SentenceEncoder, embed_with
 from sentray.losses import (
     OBJECTIVES,
@@ -617,8 +617,8 @@ def run_training(config: TrainConfig) -> dict:
     checkpoint by STS-B dev; returns the summary (also OUTPUT/summary.json)."""
     started = time.perf_counter()
     logger.info("training config: %s", json.dumps(dataclasses.asdict(config), default=str))
-    data_dir = sts.resolve_data_dir(config.data_dir)  # fail before any cluster work
-    dev = sts.load_sts_benchmark(data_dir, "dev")
+    data_dir = senteval.resolve_data_dir(config.data_dir)  # fail before any cluster work
+    dev = senteval.load_sts_benchmark(data_dir, "dev")
     models.load_config(config.model)  # an unknown model fails here, not on every worker
     plan = inspect_input(config)
     logger.info("%d rows: %d steps/epoch of %d, %d steps; %d rows/epoch past the last full batch",

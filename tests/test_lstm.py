@@ -30,7 +30,7 @@ from sentray.lstm import (
     run_lstm,
     train_loop,
 )
-from sentray.sst import SPLIT_ROWS, load_sst2
+from sentray.senteval import SPLIT_ROWS, load_sst2
 
 needs_vader = pytest.mark.skipif(importlib.util.find_spec("vaderSentiment") is None,
                                  reason="needs the VADER lexicon: pip install vaderSentiment")

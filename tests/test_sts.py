@@ -11,7 +11,7 @@ import torch
 from conftest import ROOT
 from scipy.stats import spearmanr
 
-from sentray import sts
+from sentray import senteval, sts
 
 
 def load_job(name: str):
@@ -42,35 +42,35 @@ def test_cosine_matches_torch():
     ("STS12", 3108), ("STS13", 1500), ("STS14", 3750), ("STS15", 3000), ("STS16", 1186),
     ("STSBenchmark", 1379), ("SICKRelatedness", 4927)])
 def test_loaders_read_the_official_counts(data_dir, task, pairs):
-    loaded = sts.load_task(task, data_dir)
+    loaded = senteval.load_task(task, data_dir)
     assert len(loaded.gold) == len(loaded.first) == pairs
     assert np.isfinite(loaded.gold).all() and loaded.gold.min() >= 0 and loaded.gold.max() <= 5
     assert all(s and s == " ".join(s.split()) for s in loaded.first[:50])
 
 
 def test_sts_benchmark_dev_and_parent_folder(data_dir):
-    assert len(sts.load_sts_benchmark(data_dir, "dev").gold) == 1500
-    assert sts.resolve_data_dir(data_dir.parent) == data_dir  # a folder holding senteval/
+    assert len(senteval.load_sts_benchmark(data_dir, "dev").gold) == 1500
+    assert senteval.resolve_data_dir(data_dir.parent) == data_dir  # a folder holding senteval/
 
 
 def test_missing_data_is_explained(tmp_path, monkeypatch):
-    monkeypatch.delenv(sts.DATA_DIR_ENV, raising=False)
+    monkeypatch.delenv(senteval.DATA_DIR_ENV, raising=False)
     with pytest.raises(FileNotFoundError, match="--data-dir or set SENTRAY_DATA_DIR"):
-        sts.resolve_data_dir(None)
+        senteval.resolve_data_dir(None)
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        sts.resolve_data_dir(tmp_path / "nope")
+        senteval.resolve_data_dir(tmp_path / "nope")
     (tmp_path / "STS").mkdir()
     with pytest.raises(FileNotFoundError, match="STS.input.MSRpar.txt"):
-        sts.load_task("STS12", tmp_path)
-    monkeypatch.setenv(sts.DATA_DIR_ENV, str(tmp_path))
-    assert sts.resolve_data_dir(None) == tmp_path
+        senteval.load_task("STS12", tmp_path)
+    monkeypatch.setenv(senteval.DATA_DIR_ENV, str(tmp_path))
+    assert senteval.resolve_data_dir(None) == tmp_path
 
 
 def test_task_names():
-    assert sts.parse_tasks("STS12, STSB,SICK-R") == ["STS12", "STSBenchmark", "SICKRelatedness"]
-    assert sts.parse_tasks(None) == list(sts.TASKS)
+    assert senteval.parse_tasks("STS12, STSB,SICK-R") == ["STS12", "STSBenchmark", "SICKRelatedness"]
+    assert senteval.parse_tasks(None) == list(senteval.TASKS)
     with pytest.raises(ValueError, match="valid: STS12"):
-        sts.parse_tasks("STS11")
+        senteval.parse_tasks("STS11")
 
 
 def test_markdown_table():
@@ -118,7 +118,7 @@ def test_best_head_is_the_highest_cell_by_hand():
 
 
 def _first_pairs(pairs, n):
-    return sts.PairSet(pairs.name, pairs.first[:n], pairs.second[:n], pairs.gold[:n])
+    return senteval.PairSet(pairs.name, pairs.first[:n], pairs.second[:n], pairs.gold[:n])
 
 
 @pytest.mark.slow
@@ -134,14 +134,14 @@ def test_evaluate_job_reproduces_sentence_transformers(data_dir, tmp_path):
                                          "--out", str(tmp_path), "--max-pairs", "100"])
     assert json.loads((tmp_path / "results.json").read_text()) == pytest.approx(results)
     peer = SentenceTransformer(resolve_model("all-MiniLM-L6-v2").path, device="cpu")
-    for task in sts.TASKS:
-        pairs = _first_pairs(sts.load_task(task, data_dir), 100)
+    for task in senteval.TASKS:
+        pairs = _first_pairs(senteval.load_task(task, data_dir), 100)
         a = peer.encode(pairs.first, batch_size=64, convert_to_numpy=True)
         b = peer.encode(pairs.second, batch_size=64, convert_to_numpy=True)
         cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
         expected = spearmanr(cosine, pairs.gold).statistic * 100
         assert results[task] == pytest.approx(expected, abs=0.01), task
-    assert results["avg"] == pytest.approx(np.mean([results[t] for t in sts.TASKS]))
+    assert results["avg"] == pytest.approx(np.mean([results[t] for t in senteval.TASKS]))
 
 
 @pytest.mark.slow
@@ -161,7 +161,7 @@ def test_evaluate_job_searches_the_head_on_dev(data_dir, tmp_path):
     from sentray.encoder import EncoderConfig, SentenceEncoder
 
     chosen = SentenceEncoder(EncoderConfig(pooling="ditto", head=grid["best_head"]))
-    pairs = _first_pairs(sts.load_task("STSBenchmark", data_dir), 150)
+    pairs = _first_pairs(senteval.load_task("STSBenchmark", data_dir), 150)
     a, b = chosen.encode(pairs.first), chosen.encode(pairs.second)
     cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
     expected = spearmanr(cosine, pairs.gold).statistic * 100

@@ -379,10 +379,10 @@ def test_dev_scores_during_training_are_the_exported_models(clean_run, data_dir)
     step-0 score equals the initial model's. Tolerance 0.01 (Spearman x 100): the same weights
     scored with other batch sizes and threads differ by float rounding only; dropout left on
     moved the score by tens of points."""
-    from sentray import sts
+    from sentray import senteval, sts
 
     config, summary = clean_run
-    dev = sts.load_sts_benchmark(data_dir, "dev")
+    dev = senteval.load_sts_benchmark(data_dir, "dev")
     exported = SentenceEncoder(EncoderConfig(model=str(Path(config.output) / "best"),
                                              pooling="cls_before_pooler"))
     assert sts.score_pairs(exported, dev) == pytest.approx(summary["best_stsb_dev"], abs=0.01)
