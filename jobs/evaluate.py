@@ -12,7 +12,7 @@ import json
 import logging
 from pathlib import Path
 
-from sentray import senteval, sts
+from sentray import export, senteval, sts
 from sentray.cli import add_encoder_args, encoder_config_from_args, setup_logging
 from sentray.encoder import SentenceEncoder
 
@@ -34,6 +34,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-pairs", type=int, default=None,
                         help="score each task (and the head search) on its first N pairs only: "
                              "a quick check of a set-up, not the tasks' scores (default: all)")
+    parser.add_argument("--export-st", default=None, metavar="DIR",
+                        help="also write the model with this pooling (and Ditto head, searched "
+                             "or given) as a sentence-transformers directory: "
+                             "SentenceTransformer(DIR, trust_remote_code=True) for Ditto")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser.parse_args(argv)
 
@@ -67,7 +71,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                     out / "head_grid.png")
         extra = {"head": args.head, "dev_spearman": float(grid.max())}
     config = encoder_config_from_args(args)
-    results = sts.evaluate(SentenceEncoder(config), tasks, args.data_dir,
+    encoder = SentenceEncoder(config)
+    if args.export_st:
+        export.save_directory(encoder, args.export_st, **extra)
+        logger.info("wrote sentence-transformers model %s", args.export_st)
+    results = sts.evaluate(encoder, tasks, args.data_dir,
                            max_pairs=args.max_pairs)  # batches as the config says
     label = f"{config.model} {config.pooling}" + (f" {config.head}" if config.head else "")
     if args.max_pairs is not None:

@@ -39,7 +39,7 @@ import pyarrow.dataset as pads
 import torch
 from torch import nn
 
-from sentray import models, senteval, storage, sts
+from sentray import export, models, senteval, storage, sts
 from sentray.encoder import EncoderConfig, SentenceEncoder, embed_with
 from sentray.losses import (
     OBJECTIVES,
@@ -64,7 +64,6 @@ logger = logging.getLogger(__name__)
 Precision = Literal["fp32", "fp16", "bf16"]
 
 # sentence-transformers Pooling modes for the poolings it can express
-ST_POOLING = {"cls_before_pooler": "cls_token", "last_avg": "mean_tokens"}
 SORT_ROWS = 200_000  # rows per partition of the epoch shuffle's sort
 # poolings that leave encoder layers out of the loss (DDP must be told)
 PARTIAL_POOLINGS = frozenset({"static_avg", "ditto_static"})
@@ -755,8 +754,8 @@ def finished_checkpoints(run_folder: storage.Location, total_steps: int):
 def export_checkpoint(checkpoint, output: storage.Location, config: TrainConfig,
                       record: dict) -> dict:
     """The checkpoint's encoder, without the training MLP, as OUTPUT/best (Hugging Face model
-    directory + tokenizer + sentray.json naming the pooling) and OUTPUT/best-st
-    (sentence-transformers layout) when sentence-transformers can express the pooling."""
+    directory + tokenizer + sentray.json naming the pooling) and OUTPUT/best-st (the same as a
+    sentence-transformers directory, for every pooling: `sentray.export`)."""
     info = {"pooling": config.pooling, "head": config.head, "base_model": config.model,
             "objective": config.objective, "step": record["step"],
             "stsb_dev": record["stsb_dev"], "max_length": None}
@@ -769,43 +768,16 @@ def export_checkpoint(checkpoint, output: storage.Location, config: TrainConfig,
         shutil.copytree(model_dir, hf_dir)
         (hf_dir / models.SENTRAY_MODEL_INFO).write_text(json.dumps(info, indent=1))
         exported["best"] = output.join("best").uri
-        if config.pooling in ST_POOLING:
-            write_sentence_transformers(model_dir, Path(staging) / "best-st",
-                                        ST_POOLING[config.pooling], info)
-            exported["best-st"] = output.join("best-st").uri
-        else:
-            logger.warning("pooling %r has no sentence-transformers equivalent: exported %s "
-                           "only (jobs/embed.py and jobs/evaluate.py read it)", config.pooling,
-                           exported["best"])
-            exported["best-st"] = None
+        st_dir = Path(staging) / "best-st"
+        shutil.copytree(model_dir, st_dir)
+        export.write_metadata(st_dir, info)
+        exported["best-st"] = output.join("best-st").uri
         for name in ("best", "best-st"):
             if exported.get(name):
                 _replace_folder(Path(staging) / name, output.join(name))
     logger.info("exported step %d (STS-B dev %.2f): %s", record["step"], record["stsb_dev"],
                 exported)
     return exported
-
-
-def write_sentence_transformers(model_dir: Path, target: Path, st_mode: str, info: dict) -> None:
-    """A sentence-transformers directory: Transformer (the HF files at the root) + Pooling."""
-    config = json.loads((model_dir / "config.json").read_text())
-    shutil.copytree(model_dir, target)
-    (target / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling",
-         "type": "sentence_transformers.models.Pooling"}], indent=1))
-    (target / "sentence_bert_config.json").write_text(json.dumps(
-        {"max_seq_length": info["max_length"], "do_lower_case": False}, indent=1))
-    (target / "1_Pooling").mkdir()
-    modes = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens",
-             "weightedmean_tokens", "lasttoken")
-    (target / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"word_embedding_dimension": config["hidden_size"],
-         **{f"pooling_mode_{m}": m == st_mode for m in modes},
-         "include_prompt": True}, indent=1))
-    (target / "config_sentence_transformers.json").write_text(json.dumps(
-        {"similarity_fn_name": "cosine", "prompts": {}, "default_prompt_name": None}, indent=1))
-    (target / models.SENTRAY_MODEL_INFO).write_text(json.dumps(info, indent=1))
 
 
 def _absolute(location: storage.Location) -> str:
