@@ -59,13 +59,19 @@ class SentrayEncoder(InputModule):
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
         self.model.save_pretrained(output_path, safe_serialization=safe_serialization)
         self.tokenizer.save_pretrained(output_path)
-        info = {"pooling": self.config.pooling, "head": self.config.head,
-                "max_length": self.max_seq_length}
-        (Path(output_path) / models.SENTRAY_MODEL_INFO).write_text(json.dumps(info, indent=1))
+        (Path(output_path) / models.SENTRAY_MODEL_INFO).write_text(json.dumps(
+            {"pooling": self.config.pooling, "head": self.config.head,
+             "max_length": self.max_seq_length}, indent=1))  # what load() reads back
 
     @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> SentrayEncoder:
-        folder = Path(model_name_or_path) / subfolder
+    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None,
+             revision=None, local_files_only: bool = False, **kwargs) -> SentrayEncoder:
+        # a local directory as it is; a Hub id downloaded (snapshot) the way sentence-transformers
+        # fetches its own modules' files
+        resolved = cls.load_dir_path(model_name_or_path, subfolder=subfolder, token=token,
+                                     cache_folder=cache_folder, revision=revision,
+                                     local_files_only=local_files_only)
+        folder = Path(resolved or Path(model_name_or_path) / subfolder)
         if not (folder / models.SENTRAY_MODEL_INFO).is_file():
             raise FileNotFoundError(f"{folder} has no {models.SENTRAY_MODEL_INFO}: not a "
                                     "directory written by sentray")
