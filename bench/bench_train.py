@@ -23,16 +23,12 @@ import torch
 
 from sentray import models, storage
 from sentray.cli import setup_logging
+from sentray.contrastive import build_model, encode_views
 from sentray.losses import objective_loss
-from sentray.train import (
-    EpochOrder,
-    TrainConfig,
-    adamw,
-    build_model,
-    clipped_step,
-    encode_views,
-    run_training,
-)
+from sentray.optim import adamw, clipped_step
+from sentray.train import run_training
+from sentray.train_config import TrainConfig
+from sentray.train_data import EpochOrder
 from sentray.views import objective_views, tokenize_batch
 
 
@@ -60,10 +56,10 @@ def plain_loop(config: TrainConfig, steps: int, threads: int) -> float:
     for batch in batches:
         started = time.perf_counter()
         groups = tokenize_batch(tokenizer, batch, config.objective,
-                                slice(0, config.batch_size), config.max_length, config.weights)
-        views = encode_views(model, groups, objective_views(config.objective, config.weights),
+                                slice(0, config.batch_size), config.max_length, config.lambdas)
+        views = encode_views(model, groups, objective_views(config.objective, config.lambdas),
                              config.batch_size)
-        loss = objective_loss(config.objective, views, config.weights)
+        loss = objective_loss(config.objective, views, config.lambdas)
         clipped_step(model, loss, optimizer, None, config.max_grad_norm)
         times.append(time.perf_counter() - started)
     return float(np.mean(times[1:]))

@@ -14,66 +14,26 @@ input row is in exactly one of the two.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 
+from sentray import cli
 from sentray.augment import AugmentConfig, run_augmentation
-from sentray.cli import (
-    add_corpus_args,
-    add_pool_args,
-    corpus_config_from_args,
-    pool_config_from_args,
-    setup_logging,
-)
 
 logger = logging.getLogger("sentray.augment")
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_corpus_args(parser, default_output="out/augmented")
-    parser.add_argument("--rejects", default=None,
-                        help="folder for rejected rows and their reason (default: OUTPUT-rejects)")
-    sifter = parser.add_argument_group("augmentation")
-    sifter.add_argument("--backend", default="spacy", choices=["spacy", "corenlp"],
-                        help="spacy: spaCy en_core_web_sm + triplet-extract OpenIE (offline); "
-                             "corenlp: Stanford CoreNLP's OpenIE and parser via stanza, a server "
-                             "per node (CORENLP_HOME) (default: spacy)")
-    sifter.add_argument("--corenlp-url", default="http://localhost:9000",
-                        help="the CoreNLP server on each node (default: %(default)s)")
-    sifter.add_argument("--seed", type=int, default=0,
-                        help="seed of the random triple choice, per row (default: 0)")
-    sifter.add_argument("--triple", default="random", choices=["random", "longest"],
-                        help="which OpenIE triple is the backbone (default: random, as the paper)")
-    sifter.add_argument("--min-words", type=int, default=3,
-                        help="drop sentences with fewer words (default: 3)")
-    sifter.add_argument("--keep-short", action="store_true", help="turn the length rule off")
-    sifter.add_argument("--keep-capitalized-tail", action="store_true",
-                        help="turn off the rule that drops a sentence whose last word is "
-                             "capitalized together with the next one")
-    sifter.add_argument("--max-parse-chars", type=int, default=1000,
-                        help="parse a truncated copy of longer texts (default: 1000)")
-    sifter.add_argument("--openie-entailment", action="store_true",
-                        help="run triplet-extract's natural-logic entailment stage (slower)")
-    add_pool_args(parser, actors=2, rows_per_batch=256)
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser.parse_args(argv)
+def parse_config(argv: list[str] | None) -> tuple[AugmentConfig, bool]:
+    """(config, verbose): the flags are AugmentConfig's fields, its corpus and actor pool
+    included (`--help` lists them)."""
+    return cli.parse(AugmentConfig, argv, description=__doc__, prog="jobs/augment.py")
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
-    setup_logging(args.verbose)
+    config, verbose = parse_config(argv)
+    cli.setup_logging(verbose)
+    logger.debug("config: %s", config)  # and OUTPUT/_config.yaml
     try:
-        config = AugmentConfig(
-            corpus=corpus_config_from_args(args), output=args.output, rejects=args.rejects,
-            backend=args.backend, corenlp_url=args.corenlp_url, triple_choice=args.triple, seed=args.seed,
-            min_words=args.min_words, drop_short=not args.keep_short,
-            drop_capitalized_tail=not args.keep_capitalized_tail,
-            max_parse_chars=args.max_parse_chars, openie_entailment=args.openie_entailment,
-            pool=pool_config_from_args(args))
-        logger.info("config: %s", config)
         summary = run_augmentation(config)
     except (FileNotFoundError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from exc

@@ -12,50 +12,25 @@ output skips the input files already done.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 
-from sentray.cli import (
-    add_corpus_args,
-    add_encoder_args,
-    add_pool_args,
-    corpus_config_from_args,
-    encoder_config_from_args,
-    pool_config_from_args,
-    setup_logging,
-)
+from sentray import cli
 from sentray.embed import EmbedConfig, run_embedding
 
 logger = logging.getLogger("sentray.embed")
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_corpus_args(parser, default_output="out/embeddings")
-    add_encoder_args(parser)
-    add_pool_args(parser, actors=2, rows_per_batch=1024, gpus=True)
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser.parse_args(argv)
-
-
-def build_config(args: argparse.Namespace) -> EmbedConfig:
-    encoder = encoder_config_from_args(args)
-    if args.num_gpus > 0 and encoder.device == "auto":
-        encoder = encoder_config_from_args(args, device="cuda")
-    try:
-        return EmbedConfig(corpus=corpus_config_from_args(args), output=args.output,
-                           encoder=encoder, pool=pool_config_from_args(args))
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from exc
+def parse_config(argv: list[str] | None) -> tuple[EmbedConfig, bool]:
+    """(config, verbose): the flags are EmbedConfig's fields, its corpus, encoder and actor pool
+    included (`--help` lists them)."""
+    return cli.parse(EmbedConfig, argv, description=__doc__, prog="jobs/embed.py")
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
-    setup_logging(args.verbose)
-    config = build_config(args)
-    logger.info("config: %s", config)
+    config, verbose = parse_config(argv)
+    cli.setup_logging(verbose)
+    logger.debug("config: %s", config)  # and OUTPUT/_config.yaml
     try:
         summary = run_embedding(config)
     except (FileNotFoundError, ValueError) as exc:

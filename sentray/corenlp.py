@@ -14,7 +14,7 @@ import logging
 import os
 from pathlib import Path
 
-from sentray.augment import Triple, as_sentence
+from sentray.backbone import Triple, as_sentence
 
 logger = logging.getLogger(__name__)
 

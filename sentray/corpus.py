@@ -16,10 +16,11 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import tyro
 
 from sentray import storage
 
@@ -34,20 +35,34 @@ Format = Literal["auto", "parquet", "text"]
 RECORD_COLUMNS = ("id", "text", "read_error", "source", "row", "source_rows")
 
 
+def sample_corpus() -> str:
+    """The bundled 1,000-sentence Brown sample (the corpus jobs' default input)."""
+    from importlib import resources
+
+    return str(resources.files("sentray") / "data" / "sample.txt")
+
+
 @dataclass(frozen=True)
 class CorpusConfig:
     """Where the sentences are and how to read them."""
 
-    input: str  # file or folder, local or s3://; comma-separated for several
+    # file or folder (local or s3://), comma-separated for several; text files hold one
+    # sentence per line (default: the bundled 1,000-sentence Brown sample)
+    input: str | None = None
     text_column: str = "text"  # Parquet column holding the text
-    id_column: str | None = None  # Parquet column holding ids; default: "<file>:<row>"
-    format: Format = "auto"  # by file suffix: .parquet/.pq, .txt/.text
-    s3_endpoint: str | None = None  # S3-compatible endpoint (default: $AWS_ENDPOINT_URL)
-    rows_per_read_task: int = 200_000  # Parquet row groups are grouped up to about this many rows
-    rows_per_block: int = 1024  # rows per emitted block (the unit handed to one actor call)
-    with_previous_text: bool = False  # add `previous_text`: the text of the row before, in file order
+    id_column: str | None = None  # Parquet column holding ids (default: ids are <file>:<row>)
+    format: Format = "auto"  # input format (auto: by suffix: .parquet/.pq, .txt/.text)
+    s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)
+    # Parquet row groups are grouped up to about this many rows per read task
+    rows_per_read_task: Annotated[int, tyro.conf.Suppress] = 200_000
+    # rows per emitted block (the unit handed to one actor call; set by pipeline.block_rows)
+    rows_per_block: Annotated[int, tyro.conf.Suppress] = 1024
+    # add `previous_text`: the text of the row before, in file order (set by the augmentation)
+    with_previous_text: Annotated[bool, tyro.conf.Suppress] = False
 
     def __post_init__(self) -> None:
+        if self.input is None:
+            object.__setattr__(self, "input", sample_corpus())
         if not self.input:
             raise ValueError("no input given")
         if self.format not in ("auto", "parquet", "text"):

@@ -17,10 +17,10 @@ status, source, row.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +30,6 @@ from sentray import parts, pipeline, storage
 from sentray.corpus import (
     CorpusConfig,
     Source,
-    discover_sources,
 )
 from sentray.encoder import EncoderConfig, SentenceEncoder
 
@@ -44,14 +43,19 @@ EMBEDDED = ("ok", "truncated")
 class EmbedConfig:
     """The bulk embedding job. Resources come from here, never from code."""
 
-    corpus: CorpusConfig
-    output: str
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    output: str = "out/embeddings"  # output folder, local or s3://
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    pool: pipeline.ActorPoolConfig = field(default_factory=pipeline.ActorPoolConfig)
+    pool: pipeline.ActorPoolConfig = field(
+        default_factory=lambda: pipeline.ActorPoolConfig(actors=2, rows_per_batch=1024))
 
     def __post_init__(self) -> None:
         if not self.output:
             raise ValueError("no output given")
+        encoder = self.encoder.resolved()  # the model's own pooling, decided once, here
+        if self.pool.num_gpus > 0 and encoder.device == "auto":
+            encoder = dataclasses.replace(encoder, device="cuda")
+        object.__setattr__(self, "encoder", encoder)
         if self.pool.num_gpus > 0 and self.encoder.device == "cpu":
             raise ValueError("num_gpus > 0 but the encoder device is cpu")
 
@@ -152,37 +156,19 @@ def summarize(output: storage.Location, sources: list[Source]) -> dict:
 
 def run_embedding(config: EmbedConfig) -> dict:
     """Embed every row of the corpus into `config.output`; returns the summary."""
-    started = time.perf_counter()
-    # Validates every file before Ray starts; the output folder is never read as input.
-    sources = discover_sources(config.corpus, exclude=config.output)
-    output = storage.locate(config.output, config.corpus.s3_endpoint)
-    output.filesystem.create_dir(output.path, recursive=True)
-    todo = pipeline.pending_sources(sources, [output])
-    empty = [s for s in todo if s.num_rows == 0]
-    todo = [s for s in todo if s.num_rows != 0]
-    if empty:
+
+    def empty_schema(source: Source) -> pa.Schema:
         from sentray.models import load_config
 
-        dimension = load_config(config.encoder.model).hidden_size
-        for source in empty:
-            id_type = pa.string()
-            if config.corpus.id_column:
-                with source.filesystem.open_input_file(source.path) as handle:
-                    schema = pq.read_schema(handle)
-                id_type = schema.field(config.corpus.id_column).type
-            parts.write_empty_source(output, source, output_schema(dimension, id_type))
-    timings = None
-    if todo:
-        timings = pipeline.run_actor_pool(todo, config.corpus, EmbedBatch,
-                                          {"encoder_config": config.encoder},
-                                          parts.SingleFolder(output), config.pool)
+        id_type = pa.string()
+        if config.corpus.id_column:
+            with source.filesystem.open_input_file(source.path) as handle:
+                id_type = pq.read_schema(handle).field(config.corpus.id_column).type
+        return output_schema(load_config(config.encoder.model).hidden_size, id_type)
 
-    summary = summarize(output, sources)
-    summary["seconds"] = round(time.perf_counter() - started, 2)
-    summary["timings"] = timings
-    summary["embedded_this_run"] = [s.uri for s in empty + todo]
-    summary["config"] = json.loads(json.dumps(asdict(config), default=str))
-    if summary["incomplete_sources"] or summary["rows_in"] != summary["rows_out"]:
-        raise RuntimeError(f"row accounting failed: {json.dumps(summary)}")
-    pipeline.write_summary(output, summary)
-    return summary
+    return pipeline.run_corpus_job(pipeline.CorpusJob(
+        name="embed", config=config, corpus=config.corpus, pool=config.pool,
+        folders=(config.output,), actor_class=EmbedBatch,
+        actor_kwargs={"encoder_config": config.encoder},
+        route=lambda folders: parts.SingleFolder(folders[0]), empty_schema=empty_schema,
+        summarize=lambda folders, sources: summarize(folders[0], sources)))

@@ -7,6 +7,7 @@ Other architectures run eagerly with `output_attentions=True` and read the head 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Iterator, Sequence
@@ -26,6 +27,7 @@ from sentray.pooling import (
     parse_head,
     pool,
 )
+from sentray.progress import steps
 
 logger = logging.getLogger(__name__)
 
@@ -38,32 +40,32 @@ class EncoderConfig:
     """What to encode with. Validated on construction, before any model is loaded."""
 
     model: str = models.DEFAULT_MODEL  # HF id, local directory, or packaged short name
-    pooling: str = "mean"  # see sentray.pooling.POOLINGS (aliases allowed)
-    head: str | None = None  # Ditto head "L-H"; default: the model's known head, if any
-    max_length: int | None = None  # truncation; None: the model's own limit (ST config or 512)
-    batch_size: int = 32  # sentences per forward pass (CPU: small is fast; GPU: raise it)
-    # With a budget, a forward pass takes as many length-sorted sentences as fit in this many
-    # padded tokens (rows x longest row) instead of batch_size of them: many short sentences or
-    # a few long ones, padded memory flat across corpora. None: batch_size sentences.
+    # cls, cls_before_pooler, last_avg (mean), first_last_avg, layer1_last_avg, static_avg,
+    # ditto, ditto_last, ditto_static, ditto_layer1_last (sentray.pooling). None: the model's own
+    # (a sentray export's sentray.json, a sentence-transformers model's 1_Pooling), else mean.
+    pooling: str | None = None
+    head: str | None = None  # Ditto head L-H; default: the model's known head, if any
+    max_length: int | None = None  # truncation in tokens; None: the model's own (ST config or 512)
+    batch_size: int = 32  # sentences per forward pass (CPU: small is fast; GPU: 256 or more)
+    # Batch by a token budget instead: a forward pass takes as many length-sorted sentences as
+    # fit in this many padded tokens (rows x longest row): many short sentences or a few long
+    # ones, padded memory flat across corpora. None: batch_size sentences.
     max_tokens_per_batch: int | None = None
-    device: str = "auto"  # "auto" (cuda if available), "cpu", "cuda", "cuda:1", ...
+    device: str = "auto"  # auto (cuda if available), cpu, cuda, cuda:N
     precision: Precision = "fp32"  # autocast dtype on GPU; CPU runs fp32
-    ditto_impl: DittoImpl = "auto"  # "auto": fast for BERT-family, eager otherwise
+    ditto_impl: DittoImpl = "auto"  # fast: one head recomputed on SDPA (BERT family); eager: maps
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
-        if self.pooling in DITTO_POOLINGS:
-            head = self.head or DITTO_DEFAULT_HEADS.get(self.model)
-            if head is None:
-                raise ValueError(
-                    f"pooling {self.pooling!r} needs a head (--head L-H): no default is known "
-                    f"for model {self.model!r} (known: {DITTO_DEFAULT_HEADS}); find one with "
-                    "`python jobs/evaluate.py --search-head`")
-            parse_head(head)
-            object.__setattr__(self, "head", head)
-        elif self.head is not None:
-            raise ValueError(f"--head is only used by the Ditto poolings {sorted(DITTO_POOLINGS)}, "
-                             f"not by {self.pooling!r}")
+        # What depends on the model (its own pooling, its known Ditto head) is decided by
+        # `resolved`, not here: a nested default instance must not fix them for the default
+        # model before the model is chosen.
+        if self.pooling is not None:
+            object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
+            if self.head is not None and self.pooling not in DITTO_POOLINGS:
+                raise ValueError(f"--head is only used by the Ditto poolings "
+                                 f"{sorted(DITTO_POOLINGS)}, not by {self.pooling!r}")
+        if self.head is not None:
+            parse_head(self.head)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
@@ -75,6 +77,24 @@ class EncoderConfig:
             raise ValueError(f"precision must be fp32, fp16 or bf16, got {self.precision!r}")
         if self.ditto_impl not in ("auto", "fast", "eager"):
             raise ValueError(f"ditto_impl must be auto, fast or eager, got {self.ditto_impl!r}")
+
+    def resolved(self) -> EncoderConfig:
+        """This config with what depends on the model decided: the pooling (the one asked for,
+        else the model's own with its Ditto head, else mean) and a Ditto pooling's head (the one
+        given, else the model's known head; ValueError when there is none)."""
+        config = self
+        if config.pooling is None:
+            pooling, own_head = models.model_pooling(config.model)
+            config = dataclasses.replace(config, pooling=pooling, head=config.head or own_head)
+        if config.pooling in DITTO_POOLINGS and config.head is None:
+            head = DITTO_DEFAULT_HEADS.get(config.model)
+            if head is None:
+                raise ValueError(
+                    f"pooling {config.pooling!r} needs a head (--head L-H): no default is known "
+                    f"for model {config.model!r} (known: {DITTO_DEFAULT_HEADS}); find one with "
+                    "`python jobs/evaluate.py --search-head`")
+            config = dataclasses.replace(config, head=head)
+        return config
 
     @property
     def layer_head(self) -> tuple[int, int] | None:
@@ -121,7 +141,7 @@ class SentenceEncoder:
 
     def __init__(self, config: EncoderConfig, *, model: torch.nn.Module | None = None,
                  tokenizer=None) -> None:
-        self.config = config
+        self.config = config = config.resolved()
         self.device = resolve_device(config.device)
         self.tokenizer = tokenizer if tokenizer is not None else models.load_tokenizer(config.model)
         hf_config = model.config if model is not None else models.load_config(config.model)
@@ -216,7 +236,8 @@ class SentenceEncoder:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not len(texts):
             return out
-        for batch in self.length_sorted_batches(self.tokenize(texts), batch_size):
+        batches = self.length_sorted_batches(self.tokenize(texts), batch_size)
+        for batch in steps(batches, desc="every head, batches"):
             out[batch.positions] = self.embed_tokens(batch.input_ids, batch.attention_mask).cpu()
         return out
 
@@ -240,7 +261,8 @@ class SentenceEncoder:
         cfg = self.model.config
         out = np.zeros((cfg.num_hidden_layers, cfg.num_attention_heads, len(texts),
                         self.dimension), dtype=np.float32)
-        for batch in self.length_sorted_batches(self.tokenize(texts), batch_size):
+        batches = self.length_sorted_batches(self.tokenize(texts), batch_size)
+        for batch in steps(batches, desc="every head, batches"):
             mask = batch.attention_mask.to(self.device)
             with self._autocast():
                 outputs = self.model(input_ids=batch.input_ids.to(self.device),

@@ -64,6 +64,22 @@ class SifterWeights:
         if min(values) < 0 or sum(values) == 0:
             raise ValueError(f"SIFTER weights must be >= 0 and not all 0, got {self}")
 
+    @classmethod
+    def parse(cls, spec: str) -> SifterWeights:
+        """From `xy,xz,yz` or `xy,xz,yz,xx`, e.g. "1,0,0" (X-Y alone)."""
+        try:
+            values = [float(part) for part in spec.split(",")]
+            if len(values) not in (3, 4):
+                raise ValueError(f"{len(values)} numbers")
+        except ValueError as exc:
+            raise ValueError(f"lambdas take 3 or 4 numbers like 1,1,1 (X-Y, X-Z, Y-Z[, X-X']), "
+                             f"got {spec!r}: {exc}") from exc
+        return cls(*values)
+
+    def spec(self) -> str:
+        """The inverse of `parse`: "1,1,1,0"."""
+        return ",".join(f"{v:g}" for v in (self.xy, self.xz, self.yz, self.xx))
+
     @property
     def views(self) -> tuple[str, ...]:
         """The views the weighted pairs need, in SIFTER_VIEWS order: only those are encoded."""

@@ -124,7 +124,7 @@ def make_sink(route: Route):
     return PartSink()
 
 
-def _ranges(folder: storage.Location, source_key: str) -> list[tuple[int, int, int, int]]:
+def row_ranges(folder: storage.Location, source_key: str) -> list[tuple[int, int, int, int]]:
     """(first, end, total, rows held) of every part of one source in `folder`."""
     target = folder.join(source_key)
     try:
@@ -148,7 +148,7 @@ def completed_rows(folders: Sequence[storage.Location],
     across the folders (a run that died half-way)."""
     held: dict[tuple[int, int, int], int] = {}
     for folder in folders:
-        for first, end, total, rows in _ranges(folder, source_key):
+        for first, end, total, rows in row_ranges(folder, source_key):
             held[(first, end, total)] = held.get((first, end, total), 0) + rows
     if not held:
         return 0, None

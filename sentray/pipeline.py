@@ -2,6 +2,11 @@
 
     read (sentray.corpus) -> streaming repartition -> map_batches(callable class, actor pool)
       -> Datasink writing row-accounted parts (sentray.parts)
+
+`run_corpus_job` is the one driver of the corpus jobs (embed, augment): discover and check the
+input files, write OUTPUT/_config.yaml, skip the files already done, write the empty ones, run
+the actor pool over the rest, account for every row and write OUTPUT/_summary.json. A job says
+only what differs: its actor, its output folders and their routing, its summary.
 """
 
 from __future__ import annotations
@@ -12,11 +17,23 @@ import logging
 import math
 import posixpath
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from sentray import parts, storage
-from sentray.corpus import CorpusConfig, Source, corpus_datasource, estimate_rows, read_tasks
+import pyarrow as pa
+
+from sentray import configfile, parts, storage
+from sentray.corpus import (
+    CorpusConfig,
+    Source,
+    corpus_datasource,
+    discover_sources,
+    estimate_rows,
+    read_tasks,
+)
+from sentray.progress import RowProgress
+from sentray.runtime import local_cpus
 
 logger = logging.getLogger(__name__)
 
@@ -28,11 +45,12 @@ class ActorPoolConfig:
     """Resources of a job's actor pool; from config, never from code."""
 
     actors: int = 1  # actors in the pool
-    num_gpus: float = 0.0  # GPUs per actor
-    cpus_per_actor: float = 1.0  # CPUs per actor (torch threads follow it)
+    num_gpus: float = 0.0  # GPUs per actor (0: CPU)
+    cpus_per_actor: float = 1.0  # CPUs per actor (its torch threads follow it)
     rows_per_batch: int = 1024  # rows per actor call
-    address: str | None = None  # Ray address; None: $RAY_ADDRESS, else a local loopback cluster
-    num_cpus: int | None = None  # logical CPUs of a local cluster
+    address: str | None = None  # Ray cluster (default: $RAY_ADDRESS, else a local one on 127.0.0.1)
+    # logical CPUs of a local cluster (default: actors x cpus_per_actor + 2, so readers never starve)
+    num_cpus: int | None = None
 
     def __post_init__(self) -> None:
         if self.actors < 1:
@@ -41,6 +59,12 @@ class ActorPoolConfig:
             raise ValueError("num_gpus must be >= 0 and cpus_per_actor > 0")
         if self.rows_per_batch < 1:
             raise ValueError(f"rows_per_batch must be >= 1, got {self.rows_per_batch}")
+
+    @property
+    def local_cluster_cpus(self) -> int:
+        """Logical CPUs of a cluster the job starts itself: `num_cpus`, else the pool's CPUs
+        rounded up plus two (one rule for every job: `runtime.local_cpus`)."""
+        return self.num_cpus or local_cpus(self.actors, self.cpus_per_actor)
 
 
 def pending_sources(sources: Sequence[Source],
@@ -93,7 +117,7 @@ def run_actor_pool(sources: Sequence[Source], corpus: CorpusConfig, actor_class:
 
     started = time.time()
     rows = block_rows(sources, pool)
-    started_local = init_ray(pool.address, num_cpus=pool.num_cpus)
+    started_local = init_ray(pool.address, num_cpus=pool.local_cluster_cpus)
     ray_started = time.time()
     sink = parts.make_sink(route)
     try:
@@ -130,3 +154,68 @@ def run_actor_pool(sources: Sequence[Source], corpus: CorpusConfig, actor_class:
 def write_summary(folder: storage.Location, summary: dict) -> None:
     with folder.filesystem.open_output_stream(posixpath.join(folder.path, SUMMARY_FILE)) as out:
         out.write(json.dumps(summary, indent=1, default=str).encode())
+
+
+# -- the driver -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CorpusJob:
+    """What one corpus job is; `run_corpus_job` does the rest."""
+
+    name: str  # the job's script under jobs/ ("embed", "augment"), for OUTPUT/_config.yaml
+    config: Any  # the job's whole config, written as OUTPUT/_config.yaml and into the summary
+    corpus: CorpusConfig
+    pool: ActorPoolConfig
+    folders: tuple[str, ...]  # where rows go: the output folder first (it holds the summary)
+    actor_class: type  # Ray Data callable class: pyarrow batch -> pyarrow batch
+    actor_kwargs: dict
+    # (located folders) -> the route from the actors' tables to the folders
+    route: Callable[[list[storage.Location]], parts.Route]
+    empty_schema: Callable[[Source], pa.Schema]  # the output schema of a file with no rows
+    # (located folders, sources) -> the summary's counts, with rows_in and incomplete_sources
+    summarize: Callable[[list[storage.Location], list[Source]], dict]
+    rows_out_keys: tuple[str, ...] = ("rows_out",)  # summary counts that add up to rows_in
+    check_before_pool: Callable[[], None] | None = field(default=None)  # fail fast (a model)
+
+
+def run_corpus_job(job: CorpusJob) -> dict:
+    """Run `job` over every row of its corpus; return the summary (also OUTPUT/_summary.json).
+    Files already complete in the output are skipped, so a rerun finishes what a stopped one
+    left; a summary whose rows do not add up raises instead of being written."""
+    started = time.perf_counter()
+    # Every file is checked before Ray starts; the job's own folders are never read as input.
+    sources = discover_sources(job.corpus, exclude=list(job.folders))
+    folders = [storage.locate(folder, job.corpus.s3_endpoint) for folder in job.folders]
+    for folder in folders:
+        folder.filesystem.create_dir(folder.path, recursive=True)
+    configfile.write_config(job.config, job.folders[0], job=job.name,
+                            s3_endpoint=job.corpus.s3_endpoint)
+    todo = pending_sources(sources, folders)
+    empty = [s for s in todo if s.num_rows == 0]
+    todo = [s for s in todo if s.num_rows != 0]
+    for source in empty:
+        parts.write_empty_source(folders[0], source, job.empty_schema(source))
+    timings = None
+    if todo:
+        if job.check_before_pool is not None:
+            job.check_before_pool()
+        with RowProgress(folders, todo):
+            timings = run_actor_pool(todo, job.corpus, job.actor_class, job.actor_kwargs,
+                                     job.route(folders), job.pool)
+    seconds = time.perf_counter() - started
+    summary = job.summarize(folders, sources)
+    rows_this_run = sum(parts.completed_rows(folders, s.key)[1] or 0 for s in todo)
+    summary.update({
+        "processed_this_run": [s.uri for s in empty + todo],
+        "seconds": round(seconds, 2),
+        "sentences_per_second": round(rows_this_run / seconds, 1) if todo else None,
+        "timings": timings,
+        "config": json.loads(json.dumps(dataclasses.asdict(job.config), default=str)),
+    })
+    rows_out = sum(summary[key] for key in job.rows_out_keys)
+    if summary["incomplete_sources"] or summary["rows_in"] != rows_out:
+        raise RuntimeError(f"row accounting failed: {json.dumps(summary, default=str)}")
+    write_summary(folders[0], summary)
+    return summary
+

@@ -40,12 +40,15 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
     caller should `ray.shutdown()` it)."""
     import ray
 
+    from sentray.progress import quiet_ray
+
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         logger.info("connecting to Ray cluster at %s", address)
         ray.init(address=address, log_to_driver=True)
+        quiet_ray()
         return False
     for key, value in LOOPBACK_ENV.items():
         os.environ.setdefault(key, value)
@@ -58,6 +61,7 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
     with _agent_on_any_port():
         ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
                  num_cpus=num_cpus, num_gpus=num_gpus, configure_logging=False)
+    quiet_ray()
     return True
 
 

@@ -1,6 +1,6 @@
 """SentEval's data, as SentEval ships it (data/downstream): the STS and SICK pairs that
-`sentray.sts` scores, and SST-2, which `sentray.lstm` trains on. The folder is the argument,
-else $SENTRAY_DATA_DIR; every loader says which file is missing and where to get it.
+`sentray.sts` scores, and SST-2, which `sentray.lstm_train` trains on. The folder is the
+argument, else $SENTRAY_DATA_DIR; every loader says which file is missing and where to get it.
 
 STS12-16 use the "all" setting (the subsets of a year concatenated); STSBenchmark and
 SICKRelatedness their test split (STS-B dev is loaded for choosing settings). SST-2 is

@@ -11,10 +11,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import rankdata
 
+from sentray.encoder import EncoderConfig
+from sentray.pooling import DITTO_POOLINGS
+from sentray.progress import steps
 from sentray.senteval import (
     PairSet,
     load_sts_benchmark,
@@ -24,6 +28,33 @@ from sentray.senteval import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """One STS evaluation (jobs/evaluate.py): an encoder scored on the 7 tasks."""
+
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    tasks: str = "all"  # comma-separated, from STS12, ..., STSBenchmark, SICKRelatedness
+    data_dir: str | None = None  # SentEval data/downstream folder (default: $SENTRAY_DATA_DIR)
+    out: str = "out/evaluate"  # folder for results.json (and the head grid)
+    search_head: bool = False  # score every layer-head on STS-B dev, keep the best, then evaluate
+    # score each task (and the head search) on its first N pairs only: a quick check of a
+    # set-up, not the tasks' scores
+    max_pairs: int | None = None
+    # also write the model with this pooling (and Ditto head, searched or given) as a
+    # sentence-transformers directory: SentenceTransformer(DIR, trust_remote_code=True) for Ditto
+    export_st: str | None = None
+
+    def __post_init__(self) -> None:
+        parse_tasks(self.tasks)
+        if self.max_pairs is not None and self.max_pairs < 3:
+            raise ValueError(f"max_pairs must be at least 3, got {self.max_pairs}")
+        if self.search_head and self.encoder.pooling not in DITTO_POOLINGS:
+            raise ValueError(f"--search-head chooses a Ditto head; use --pooling ditto (or "
+                             f"ditto_last, ...), not {self.encoder.pooling!r}")
+        if not self.search_head:  # the head search decides the head; else decide it now
+            object.__setattr__(self, "encoder", self.encoder.resolved())
 
 # -- metrics --------------------------------------------------------------------------------------
 
@@ -62,7 +93,7 @@ def evaluate(encoder, tasks: Sequence[str] | str | None = None,
     """{task: Spearman x 100, ..., "avg": mean over the tasks}, in the order of `tasks`; with
     `max_pairs`, each task scored on its first `max_pairs` pairs only."""
     results: dict[str, float] = {}
-    for task in parse_tasks(tasks):
+    for task in steps(parse_tasks(tasks), desc="STS tasks"):
         pairs = load_task(task, data_dir).head(max_pairs)
         results[task] = score_pairs(encoder, pairs, batch_size)
         logger.info("%s: %.2f (%d pairs)", task, results[task], len(pairs.gold))

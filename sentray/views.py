@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sentray.augment import tidy_spacing
+from sentray.backbone import tidy_spacing
 from sentray.losses import Objective, SifterWeights
 
 # Columns of the augmentation output (jobs/augment.py) each objective reads.

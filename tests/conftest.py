@@ -150,3 +150,17 @@ def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
     make_tiny_bert(tokenizer.vocab_size).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture
+def exit_message(capfd):
+    """The message of a job that exited on bad flags, wherever it went: the SystemExit itself
+    (`error: ...`) or stderr (the flag parser's report), whitespace collapsed (it wraps)."""
+
+    def message(info: pytest.ExceptionInfo) -> str:
+        code = info.value.code
+        return " ".join(f"{code if isinstance(code, str) else ''} {capfd.readouterr().err}"
+                        .split())
+
+    capfd.readouterr()
+    return message

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sentray.augment import (
+from sentray.backbone import (
     AFTER_CAPITALIZED_TAIL,
     CAPITALIZED_TAIL,
     TOO_SHORT,
@@ -99,7 +99,7 @@ def test_row_rng_is_the_same_in_every_process():
     alike: the same draws in another interpreter, with another str-hash salt (a generator
     seeded by hash() of the row key would differ there), and the row key counts, not just
     the seed."""
-    code = ("from sentray.augment import row_rng; "
+    code = ("from sentray.backbone import row_rng; "
             "print([row_rng(7, f'f:{i}').random() for i in range(20)])")
     salt = "1" if os.environ.get("PYTHONHASHSEED") == "0" else "0"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

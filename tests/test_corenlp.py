@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sentray.augment import Triple
+from sentray.backbone import Triple
 from sentray.corenlp import (
     backbone_from_annotation,
     corenlp_home,

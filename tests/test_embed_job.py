@@ -185,7 +185,7 @@ def test_awkward_lines(ray_cluster, embed_job, reference_encoder, tmp_path):
     assert summary["status"] == counts
     assert summary["rows_in"] == summary["rows_out"] == n
     assert summary["incomplete_sources"] == []
-    assert summary["embedded_this_run"] == [str(in_dir / "bad.txt")]
+    assert summary["processed_this_run"] == [str(in_dir / "bad.txt")]
     written = json.loads((output / "_summary.json").read_text())
     assert written["status"] == counts and written["rows_out"] == n
 
@@ -262,9 +262,11 @@ def test_parquet_ids_nulls_custom_column_and_empty_file(ray_cluster, embed_job,
         counts[status] += 1
     assert summary["status"] == counts
 
-    # a rerun finds every file, the empty one included, complete
-    again = embed_job.main(args)
-    assert again["embedded_this_run"] == []
+    # a rerun from the config the run wrote finds every file, the empty one included, complete
+    written = output / "_config.yaml"
+    assert embed_job.parse_config(["--config", str(written)]) == embed_job.parse_config(args)
+    again = embed_job.main(["--config", str(written)])
+    assert again["processed_this_run"] == []
     assert again["status"] == counts and again["incomplete_sources"] == []
 
 
@@ -299,16 +301,20 @@ def test_corrupt_parquet_fails_before_writing(embed_job, tmp_path, content):
     assert not output.exists()
 
 
-def test_bad_arguments_exit_cleanly(embed_job, tmp_path):
+def test_bad_arguments_exit_cleanly(embed_job, tmp_path, exit_message):
     (tmp_path / "a.txt").write_text("x\n")
     with pytest.raises(SystemExit, match="--id-column"):
         embed_job.main(["--input", str(tmp_path / "a.txt"), "--output", str(tmp_path / "o"),
                         "--id-column", "id"])
     with pytest.raises(SystemExit, match="does not exist"):
         embed_job.main(["--input", str(tmp_path / "missing"), "--output", str(tmp_path / "o")])
-    with pytest.raises(SystemExit, match="actors"):
+    with pytest.raises(SystemExit) as info:  # a config's own check
         embed_job.main(["--input", str(tmp_path / "a.txt"), "--output", str(tmp_path / "o"),
                         "--actors", "0"])
+    assert "actors must be >= 1, got 0" in exit_message(info)
+    with pytest.raises(SystemExit) as info:  # a value that is not a number
+        embed_job.main(["--actors", "two"])
+    assert "--actors" in exit_message(info)
     assert not (tmp_path / "o").exists()
 
 
@@ -332,7 +338,7 @@ def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, t
     keys = source_keys(in_dir)
 
     first = embed_job.main(args)
-    assert sorted(first["embedded_this_run"]) == sorted(
+    assert sorted(first["processed_this_run"]) == sorted(
         str(in_dir / n) for n in [*sizes, "empty.txt", "bom-only.txt"])
     assert first["incomplete_sources"] == []
     for name, n in sizes.items():
@@ -352,7 +358,7 @@ def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, t
     (output / keys["b.txt"] / ".tmp-0123456789abcdef").write_bytes(b"half a part")
 
     second = embed_job.main(args)
-    assert second["embedded_this_run"] == [str(in_dir / "a.txt"), str(in_dir / "c.txt")]
+    assert second["processed_this_run"] == [str(in_dir / "a.txt"), str(in_dir / "c.txt")]
     assert {p.name: p.stat().st_mtime_ns for p in part_files(output / keys["b.txt"])} == b_before
     for name, n in sizes.items():
         assert_parts_tile(output / keys[name], n)
@@ -375,7 +381,7 @@ def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, t
     monkeypatch.setattr(embed.EmbedBatch, "__init__", must_not_run)
     monkeypatch.setattr(embed.SentenceEncoder, "__init__", must_not_run)
     third = embed_job.main(args)
-    assert third["embedded_this_run"] == []
+    assert third["processed_this_run"] == []
     assert third["rows_out"] == sum(sizes.values())
     assert sorted(read_all_output(output).column("id").to_pylist()) == expected_ids
 
@@ -455,7 +461,7 @@ def test_s3_input_and_output(ray_cluster, embed_job, moto_s3):
 
     summary = embed_job.main(args)
 
-    assert summary["embedded_this_run"] == [f"s3://{bucket}/in/lines.txt",
+    assert summary["processed_this_run"] == [f"s3://{bucket}/in/lines.txt",
                                             f"s3://{bucket}/in/sub/table.parquet"]
     assert summary["incomplete_sources"] == []
     assert summary["rows_in"] == summary["rows_out"] == 72 + 51
@@ -485,7 +491,7 @@ def test_s3_input_and_output(ray_cluster, embed_job, moto_s3):
     assert sorted(dataset.read(columns=["row"]).column("row").to_pylist()) == list(range(51))
 
     again = embed_job.main(args)
-    assert again["embedded_this_run"] == []
+    assert again["processed_this_run"] == []
     assert again["rows_out"] == 123
     after = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="out/")["Contents"])
     assert after == keys
@@ -547,6 +553,12 @@ def test_a_job_without_an_address_starts_a_loopback_only_cluster(tiny_model_dir,
     holder.close()
     assert job.returncode == 0, output[-3000:]
     assert json.loads((tmp_path / "out" / "_summary.json").read_text())["rows_out"] == 40
+    # `make demo` output fits on a screen: the job's own lines, not Ray Data's tables
+    lines = output.strip().splitlines()
+    assert len(lines) <= 16, output
+    assert not any("logging_progress" in line or "streaming_executor" in line
+                   for line in lines), output
+    assert "40/40 rows" in output, output  # the closing progress line
     assert session_dirs, seen
     agent_log = Path(session_dirs[0]) / "logs" / "dashboard_agent.log"
     assert "failed to bind" not in agent_log.read_text().lower(), agent_log

@@ -136,8 +136,8 @@ def test_every_head_leaves_a_fast_ditto_encoder_as_it_was(tokenizer, tiny_bert):
 
 def test_config_validation():
     with pytest.raises(ValueError, match="needs a head"):
-        EncoderConfig(pooling="ditto")
-    assert EncoderConfig(model="bert-base-uncased", pooling="ditto").head == "0-9"
+        EncoderConfig(pooling="ditto").resolved()
+    assert EncoderConfig(model="bert-base-uncased", pooling="ditto").resolved().head == "0-9"
     with pytest.raises(ValueError, match="only used by the Ditto"):
         EncoderConfig(pooling="mean", head="0-1")
     with pytest.raises(ValueError, match="unknown pooling"):

@@ -213,7 +213,7 @@ def test_rerun_after_a_killed_driver_redoes_only_unfinished_files(ray_cluster, e
                       CorpusConfig(input=str(corpus))) if s.uri in done)}
 
     rerun = embed_job.main(argv)
-    assert set(rerun["embedded_this_run"]) == every - done
+    assert set(rerun["processed_this_run"]) == every - done
     assert {p: p.stat().st_mtime_ns for p in done_parts} == done_parts  # finished files kept
     clean = embed_job.main(embed_args(corpus, tmp_path / "clean", tiny_model_dir))
     assert rerun["rows_out"] == clean["rows_out"] == 5 * 800

@@ -107,12 +107,10 @@ def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path):
 def test_a_local_cluster_gets_its_pool_plus_two_spare_cpus(processes, each, expected):
     """One rule for the corpus jobs and both trainers: the pool's CPUs, rounded up, plus two for
     Ray Data's read/write tasks and Ray Train's controller."""
-    import argparse
-
-    from sentray.cli import pool_config_from_args
+    from sentray.pipeline import ActorPoolConfig
     from sentray.runtime import local_cpus
 
     assert local_cpus(processes, each) == expected
-    args = argparse.Namespace(actors=processes, cpus_per_actor=each, num_cpus=None, num_gpus=0.0,
-                              rows_per_batch=8, address=None)
-    assert pool_config_from_args(args).num_cpus == expected
+    pool = ActorPoolConfig(actors=processes, cpus_per_actor=each)
+    assert pool.local_cluster_cpus == expected
+    assert ActorPoolConfig(actors=processes, cpus_per_actor=each, num_cpus=9).local_cluster_cpus == 9

@@ -168,7 +168,8 @@ def test_evaluate_job_searches_the_head_on_dev(data_dir, tmp_path):
     assert results["STSBenchmark"] == pytest.approx(expected, abs=0.01)
 
 
-def test_search_head_needs_a_ditto_pooling(data_dir, tmp_path):
-    with pytest.raises(SystemExit, match="--search-head chooses a Ditto head"):
+def test_search_head_needs_a_ditto_pooling(data_dir, tmp_path, exit_message):
+    with pytest.raises(SystemExit) as info:
         load_job("evaluate").main(["--pooling", "mean", "--search-head",
                                    "--data-dir", str(data_dir), "--out", str(tmp_path)])
+    assert "--search-head chooses a Ditto head" in exit_message(info)

@@ -17,21 +17,14 @@ from conftest import make_tiny_bert
 from safetensors.torch import load_file
 
 from sentray import models
+from sentray.contrastive import ContrastiveModel
 from sentray.encoder import EncoderConfig, SentenceEncoder, embed_with
 from sentray.losses import SifterWeights
+from sentray.optim import adamw, clipped_step, linear_schedule, warmup_steps
 from sentray.runtime import step_seed
-from sentray.train import (
-    ContrastiveModel,
-    EpochOrder,
-    TrainConfig,
-    adamw,
-    clipped_step,
-    epoch_datasets,
-    inspect_input,
-    linear_schedule,
-    run_training,
-    warmup_steps,
-)
+from sentray.train import run_training
+from sentray.train_config import TrainConfig
+from sentray.train_data import EpochOrder, epoch_datasets, inspect_input
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sentray" / "data" / "sample.txt"
 
@@ -86,7 +79,7 @@ PAPER = {"epochs": 1, "lr": 1e-5, "batch_size": 64, "temperature": 0.05, "dropou
 def test_config_defaults_are_the_papers():
     config = TrainConfig(input="x")
     assert {k: getattr(config, k) for k in PAPER} == PAPER
-    assert (config.weights.xy, config.weights.xz, config.weights.yz, config.weights.xx) == (
+    assert (config.lambdas.xy, config.lambdas.xz, config.lambdas.yz, config.lambdas.xx) == (
         1.0, 1.0, 1.0, 0.0)  # eq. 2 with every lambda 1, no dropout pair
     assert config.objective == "sifter" and config.views == 3
 
@@ -115,15 +108,15 @@ def test_ditto_without_a_head_keeps_the_models_known_head(tokenizer):
 
 
 def test_sifter_views_follow_the_weights():
-    assert TrainConfig(input="x", weights=SifterWeights(1, 0, 0)).views == 2  # X, Y
-    assert TrainConfig(input="x", weights=SifterWeights(0, 0, 1)).views == 2  # Y, Z
-    assert TrainConfig(input="x", weights=SifterWeights(1, 1, 1, 1)).views == 4  # X, Y, Z, X'
+    assert TrainConfig(input="x", lambdas=SifterWeights(1, 0, 0)).views == 2  # X, Y
+    assert TrainConfig(input="x", lambdas=SifterWeights(0, 0, 1)).views == 2  # Y, Z
+    assert TrainConfig(input="x", lambdas=SifterWeights(1, 1, 1, 1)).views == 4  # X, Y, Z, X'
     assert TrainConfig(input="x", objective="simcse").views == 2
 
 
 @pytest.mark.parametrize("fields, message", [
     ({"warmup_ratio": 1.0}, "warmup_ratio"),
-    ({"max_grad_norm": 0.0}, "max_grad_norm"),
+    ({"max_grad_norm": -1.0}, "max_grad_norm"),
 ])
 def test_bad_schedule_is_rejected(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -485,22 +478,30 @@ def test_weight_decay_skips_biases_and_layer_norms(tokenizer):
     assert len(decayed["params"]) + len(plain["params"]) == len(trainable)
 
 
-def test_job_flags_reach_the_config():
+def test_job_flags_reach_the_config(exit_message):
     from test_sts import load_job
 
     job = load_job("train")
 
     def config(*flags):
-        return job.config_from_args(job.parse_args(["--input", "x", *flags]))
+        return job.parse_config(["--input", "x", *flags])[0]
 
     default = config()
     assert (default.pooling, default.mlp, default.max_grad_norm) == ("last_avg", False, 1.0)
     assert config("--pooling", "cls_before_pooler").mlp is True
+    assert config("--pooling", "cls_before_pooler", "--mlp", "false").mlp is False
+    assert config("--pooling", "mean", "--mlp").mlp is True
     assert config("--pooling", "cls_before_pooler", "--no-mlp").mlp is False
+    assert config("--pooling", "cls_before_pooler", "--mlp", "auto").mlp is True
     assert config("--max-grad-norm", "0").max_grad_norm is None  # 0 turns clipping off
     assert config("--warmup-ratio", "0.1").warmup_ratio == 0.1
-    assert config("--lambdas", "1,0,0").weights == SifterWeights(1, 0, 0, 0)
-    assert config("--lambdas", "1,1,1,0.5").weights == SifterWeights(1, 1, 1, 0.5)
+    assert config("--lambdas", "1,0,0").lambdas == SifterWeights(1, 0, 0, 0)
+    assert config("--lambdas", "1,1,1,0.5").lambdas == SifterWeights(1, 1, 1, 0.5)
+    assert job.parse_config(["-v"])[1] is True
     for bad in ("1,1", "1,1,1,1,1", "a,b,c"):
-        with pytest.raises(ValueError, match="3 or 4 numbers"):
+        with pytest.raises(SystemExit) as info:
             config("--lambdas", bad)
+        assert "3 or 4 numbers" in exit_message(info)
+    with pytest.raises(SystemExit) as info:  # the config's own check
+        config("--batch-size", "63", "--workers", "2")
+    assert "must be divisible by the number of workers 2" in exit_message(info)

@@ -1,0 +1,134 @@
+"""The contrastive trainer's input: the augmentation output checked before any worker starts
+(`inspect_input`), and one Ray Dataset per epoch in a seeded order that does not depend on how
+Ray Data schedules blocks (`EpochOrder`, `epoch_datasets`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from sentray import models, storage
+from sentray.train_config import TrainConfig
+from sentray.views import VIEW_COLUMNS, backbone_coverage
+
+SORT_ROWS = 200_000  # rows per partition of the epoch shuffle's sort
+
+
+@dataclass(frozen=True)
+class InputSummary:
+    rows: int
+    steps_per_epoch: int
+    total_steps: int
+    dropped_per_epoch: int  # rows past the last full global batch of an epoch
+
+
+def inspect_input(config: TrainConfig) -> InputSummary:
+    """Check the augmentation output before any worker starts: the columns the objective
+    needs, no null text, at least one global batch. Reads Parquet metadata and the text columns'
+    validity only."""
+    location = storage.locate(config.input, config.s3_endpoint)
+    if not storage.exists(location):
+        raise FileNotFoundError(f"training input {config.input!r} does not exist; make it with "
+                                "`python jobs/augment.py --output ...`")
+    files = [f.path for f in storage.list_files(location, (".parquet",))]
+    if not files:
+        raise FileNotFoundError(f"training input {config.input!r} holds no .parquet files; it "
+                                "should be the output folder of jobs/augment.py")
+    dataset = pads.dataset(files, filesystem=location.filesystem, format="parquet")
+    needed = ("id", *VIEW_COLUMNS[config.objective])
+    missing = [c for c in needed if c not in dataset.schema.names]
+    if missing:
+        raise ValueError(f"training input {config.input!r} lacks columns {missing} that "
+                         f"objective {config.objective!r} needs (it has {dataset.schema.names}); "
+                         "it should be the output folder of jobs/augment.py")
+    for column in needed:
+        nulls = dataset.count_rows(filter=pc.field(column).is_null())
+        if nulls:
+            example = dataset.to_table(columns=["id"], filter=pc.field(column).is_null())
+            raise ValueError(f"training input {config.input!r}: {nulls} rows have no "
+                             f"{column!r} (e.g. id {example.column('id')[0].as_py()!r})")
+    rows = dataset.count_rows()
+    steps_per_epoch = rows // config.batch_size
+    if steps_per_epoch == 0:
+        raise ValueError(f"training input {config.input!r} has {rows} rows, fewer than one "
+                         f"global batch ({config.batch_size})")
+    total = steps_per_epoch * config.epochs
+    if config.max_steps is not None:
+        total = min(total, config.max_steps)
+    return InputSummary(rows, steps_per_epoch, total, rows - steps_per_epoch * config.batch_size)
+
+
+def input_backbone_coverage(config: TrainConfig) -> dict | None:
+    """For SIFTER: the share of rows whose Y keeps its whole backbone at the training length
+    (over the whole input; the Y views of training are tokenized the same way)."""
+    if config.objective != "sifter":
+        return None
+    location = storage.locate(config.input, config.s3_endpoint)
+    files = [f.path for f in storage.list_files(location, (".parquet",))]
+    table = pads.dataset(files, filesystem=location.filesystem, format="parquet").to_table(
+        columns=["text", "backbone_text"])
+    return backbone_coverage(models.load_tokenizer(config.model),
+                             table.column("text").to_pylist(),
+                             table.column("backbone_text").to_pylist(), config.max_length)
+
+
+class EpochOrder:
+    """Adds `order`, a hash of (seed, epoch, id): sorting on it shuffles the rows the same way
+    on every run, whatever the block layout. With `sort`, also sorts the table on it (for an
+    epoch handed over as one batch)."""
+
+    def __init__(self, seed: int, epoch: int, sort: bool = False) -> None:
+        self.salt = f"{seed}:{epoch}:".encode()
+        self.sort = sort
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        import hashlib
+
+        ids = table.column("id").cast(pa.string()).to_pylist()
+        keys = [int.from_bytes(hashlib.blake2b(self.salt + i.encode(), digest_size=8).digest(),
+                               "little") for i in ids]
+        table = table.append_column("order", pa.array(keys, pa.uint64()))
+        return table.sort_by("order") if self.sort else table
+
+
+def epoch_datasets(config: TrainConfig, epochs: int, rows: int) -> dict:
+    """One Ray Dataset per epoch: the view columns, in that epoch's seeded order."""
+    import ray.data
+
+    location = storage.locate(config.input, config.s3_endpoint)
+    files = [f.path for f in storage.list_files(location, (".parquet",))]
+    columns = ["id", *VIEW_COLUMNS[config.objective]]
+    context = ray.data.DataContext.get_current()
+    # Ray's defaults (200 sort partitions, a read task per few files) cost minutes on small
+    # data: ~SORT_ROWS rows per read task and per sort partition instead. A dataset keeps a
+    # copy of the context it was made under, so the process-wide one is restored after.
+    partitions = max(1, math.ceil(rows / SORT_ROWS))
+    saved = context.default_hash_shuffle_parallelism, context.enable_progress_bars
+    context.default_hash_shuffle_parallelism = partitions
+    context.enable_progress_bars = False  # one line per step from rank 0 says enough
+    try:
+        datasets = {}
+        for epoch in range(epochs):
+            dataset = ray.data.read_parquet(files, filesystem=location.filesystem,
+                                            columns=columns, override_num_blocks=partitions)
+            if partitions == 1:
+                # The epoch is one sort partition: order it as one batch of all its rows, in one
+                # task, instead of Ray Data's distributed sort (a sample pass and a shuffle:
+                # 10-20 s of fixed cost on a small machine). The same order either way.
+                dataset = dataset.map_batches(EpochOrder(config.seed, epoch, sort=True),
+                                              batch_format="pyarrow", batch_size=rows)
+            else:
+                dataset = dataset.map_batches(EpochOrder(config.seed, epoch),
+                                              batch_format="pyarrow").sort("order")
+            datasets[f"epoch_{epoch}"] = dataset.select_columns(list(columns[1:]))
+    finally:
+        context.default_hash_shuffle_parallelism, context.enable_progress_bars = saved
+    return datasets
+
+
+__all__ = ["SORT_ROWS", "EpochOrder", "InputSummary", "epoch_datasets", "input_backbone_coverage",
+           "inspect_input"]

@@ -1,0 +1,94 @@
+"""Every job's flags come from its config dataclass; --config FILE.yaml and OUTPUT/_config.yaml."""
+
+from __future__ import annotations
+
+import pytest
+from test_sts import load_job
+
+from sentray import configfile
+from sentray.losses import SifterWeights
+
+JOBS = ("embed", "augment", "train", "train_lstm", "evaluate")
+
+
+def config_type(job):
+    return type(job.parse_config([])[0])
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_help_lists_every_config_field(name, capsys):
+    job = load_job(name)
+    with pytest.raises(SystemExit) as info:
+        job.parse_config(["--help"])
+    assert info.value.code == 0
+    shown = capsys.readouterr().out
+    fields = configfile.flat_fields(config_type(job))
+    assert len(fields) >= 7
+    for field in [*fields, "config", "verbose"]:
+        assert "--" + field.replace("_", "-") in shown, field
+    for internal in ("rows_per_block", "with_previous_text"):  # set by the job, not the user
+        assert "--" + internal.replace("_", "-") not in shown
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_the_written_config_repeats_the_run(name, tmp_path):
+    """A job's effective config, written as _config.yaml and read back with --config, is the
+    same config; flags given with --config override the file."""
+    job = load_job(name)
+    flags = {"embed": ["--batch-size", "16", "--pooling", "ditto", "--head", "1-2", "--actors", "3"],
+             "augment": ["--keep-short", "--triple", "longest", "--rows-per-batch", "64"],
+             "train": ["--lambdas", "1,0,0", "--mlp", "--max-grad-norm", "0", "--lr", "3e-5"],
+             "train_lstm": ["--cell", "lstm", "--max-steps", "7", "--use-gpu"],
+             "evaluate": ["--tasks", "STSB,SICKR", "--max-pairs", "50", "--pooling", "cls"]}[name]
+    config, _ = job.parse_config(flags)
+    written = tmp_path / "_config.yaml"
+    written.write_text(configfile.config_yaml(config, f"python jobs/{name}.py"))
+    again, _ = job.parse_config(["--config", str(written)])
+    assert again == config
+    flag = "seed" if "seed" in configfile.flat_fields(type(config)) else "batch_size"
+    changed, _ = job.parse_config(["--config", str(written), "--" + flag.replace("_", "-"), "5"])
+    assert configfile.flat_values(changed) == {**configfile.flat_values(config), flag: 5}
+
+
+def test_config_file_keys_are_the_flags_and_flags_win(tmp_path):
+    job = load_job("train")
+    path = tmp_path / "run.yaml"
+    path.write_text("batch_size: 16\nlambdas: [1, 0, 1]\nuse-gpu: false\nmlp: false\n"
+                    "pooling: cls_before_pooler\nname: null\nlr: 3.0e-5\n")
+    config, verbose = job.parse_config(["--config", str(path), "--batch-size", "32", "-v"])
+    assert (config.batch_size, config.lambdas, config.use_gpu, config.mlp, config.lr) == (
+        32, SifterWeights(1, 0, 1), False, False, 3e-5)
+    assert config.name == "sifter" and verbose is True
+    file_only, _ = job.parse_config([f"--config={path}"])
+    assert file_only.batch_size == 16
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("batchsize: 16\n", "unknown option 'batchsize'; the options are"),
+    ("- 16\n", "must hold `key: value` lines"),
+    ("use_gpu: 1\n", "use_gpu must be true or false"),
+    ("batch_size: [\n", "is not YAML"),
+])
+def test_bad_config_files_name_the_problem(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(SystemExit, match=message.replace("[", r"\[")):
+        load_job("train").parse_config(["--config", str(path)])
+    with pytest.raises(SystemExit, match="missing.yaml"):
+        load_job("train").parse_config(["--config", str(tmp_path / "missing.yaml")])
+
+
+def test_a_nested_default_does_not_fix_the_models_pooling(tmp_path, tiny_model_dir):
+    """The encoder's pooling follows the model chosen on the command line (a sentray export's
+    sentray.json), not the default model's."""
+    import json
+    import shutil
+
+    model = tmp_path / "exported"
+    shutil.copytree(tiny_model_dir, model)
+    (model / "sentray.json").write_text(json.dumps({"pooling": "cls_before_pooler"}))
+    embed = load_job("embed")
+    assert embed.parse_config([])[0].encoder.pooling == "last_avg"  # all-MiniLM-L6-v2's mean
+    assert embed.parse_config(["--model", str(model)])[0].encoder.pooling == "cls_before_pooler"
+    evaluate = load_job("evaluate")
+    assert evaluate.parse_config(["--model", str(model)])[0].encoder.pooling == "cls_before_pooler"
