@@ -30,6 +30,7 @@ from tyro.constructors import ConstructorRegistry, PrimitiveConstructorSpec, Pri
 
 from sentray.configfile import file_args, flat_fields
 from sentray.losses import SifterWeights
+from sentray.progress import quiet_libraries
 
 C = TypeVar("C")
 
@@ -97,3 +98,4 @@ def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    quiet_libraries()  # unless verbose: no Hugging Face progress bars here or in our workers

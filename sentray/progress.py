@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
@@ -26,10 +27,32 @@ from sentray.corpus import Source, estimate_rows
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Substrings of forwarded worker log lines that are Ray's or a library's noise, not the job's.
+# Forwarded worker log lines that are Ray's or a library's noise, not the job's (unless -v):
+# every line of these Ray-internal actors (a Ray Train helper that polls the state API, which
+# a private cluster without a dashboard lacks, every second, and warns each time) ...
+RAY_INTERNAL_ACTORS = frozenset({"PlacementGroupCleaner"})
+# ... the autoscaler's notes (a fixed local cluster has nothing to scale) ...
+RAY_INTERNAL_PIDS = frozenset({"autoscaler"})
+# ... and lines holding one of these, with the traceback that follows one. (The raylet's
+# notes are kept, for they report real failures too, but for its count of worker processes.)
 RAY_NOISE = (
     "Failed to query Ray Train Controller actor state",
+    "Failed to send resource request",  # Ray Train's autoscaling client, on a fixed cluster
+    "Requesting resources: {",
+    "training worker group of size",
+    "- (ip=",  # the worker group's members, one line each
+    "Setting up process group for",
+    "Moving model to device",
+    "Checkpoint successfully created at",
+    "Reporting training result",
+    "Starting execution of Dataset",
+    "Execution plan of Dataset",
+    "execution finished in",
+    "Progress bars disabled",
+    "has constructor arguments in the object store",  # ray-project/ray#53727
     "Loading weights:",
+    "Writing model shards:",
+    "PYTHON worker processes have been started",  # Ray Data's tasks, normal on a small node
 )
 
 
@@ -160,28 +183,79 @@ def quiet_ray() -> None:
     context.enable_progress_bars = False  # the job's own RowProgress says the same in a line
     for name in ("ray.data", "ray.train", "ray.tune"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    # ... and not the warning that says so
+    # ... and not the warning that says so, nor one Ray raises on its own default options
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*ExecutionOptions.exclude_resources")
     _filter_worker_logs(RAY_NOISE)
 
 
 def _filter_worker_logs(noise: Sequence[str]) -> None:
-    """Drop forwarded worker log lines that contain one of `noise`; the rest print as Ray
-    prints them. Ray offers no public hook: this replaces the driver's print handler of its
-    log dispatcher (ray._private.worker, pinned ray==2.60.0; tested)."""
+    """Drop forwarded log lines that `keep_lines` rejects; the rest print as Ray prints them.
+    Ray offers no public hook. Worker output reaches the driver's console through the
+    "ray_print_logs" handler of its log dispatcher, and the raylet's notes through
+    `ray._private.worker.print_to_stdstream` itself (pinned ray==2.60.0; tested), so both are
+    pointed at one filtering printer."""
     import functools
 
     from ray._private import worker
 
-    dispatcher = worker.global_worker_stdstream_dispatcher
-    if not any(name == "ray_print_logs" for name, _ in dispatcher.handlers):
-        return  # this driver does not print worker logs at all
-    printer = functools.partial(worker.print_to_stdstream, ignore_prefix=False)
+    original = getattr(worker.print_to_stdstream, "__wrapped__", worker.print_to_stdstream)
+    skipping: dict = {}
 
-    def handler(data: dict) -> None:
-        lines = [line for line in data.get("lines", []) if not any(n in line for n in noise)]
+    def print_filtered(data: dict, ignore_prefix: bool) -> None:
+        lines = keep_lines(data, noise, skipping)
         if lines:
-            printer({**data, "lines": lines})
+            original({**data, "lines": lines}, ignore_prefix=ignore_prefix)
 
-    dispatcher.remove_handler("ray_print_logs")
-    dispatcher.add_handler("ray_print_logs", handler)
+    print_filtered.__wrapped__ = original  # type: ignore[attr-defined]
+    worker.print_to_stdstream = print_filtered
+    dispatcher = worker.global_worker_stdstream_dispatcher
+    if any(name == "ray_print_logs" for name, _ in dispatcher.handlers):
+        dispatcher.remove_handler("ray_print_logs")
+        dispatcher.add_handler("ray_print_logs",
+                               functools.partial(print_filtered, ignore_prefix=False))
+
+
+def _is_traceback_line(line: str) -> bool:
+    return (line.startswith((" ", "\t", "Traceback", "During handling", "The above exception"))
+            or ": " in line and line.split(": ", 1)[0].replace(".", "").replace("_", "").isalnum()
+            and line.split(": ", 1)[0].endswith(("Error", "Exception", "Timeout")))
+
+
+def keep_lines(data: dict, noise: Sequence[str], skipping: dict | None = None) -> list[str]:
+    """The lines of one forwarded batch that are the job's: none from Ray's internal actors
+    and processes, none holding a `noise` substring, nor the traceback that follows one (which
+    may come in the process's next batch: `skipping` carries that across calls, per pid)."""
+    if data.get("actor_name") in RAY_INTERNAL_ACTORS or data.get("pid") in RAY_INTERNAL_PIDS:
+        return []
+    skipping = {} if skipping is None else skipping
+    pid = data.get("pid")
+    kept = []
+    for line in data.get("lines", []):
+        if any(n in line for n in noise):
+            skipping[pid] = True
+            continue
+        if skipping.get(pid) and _is_traceback_line(line):
+            continue
+        skipping[pid] = False
+        if line.strip():  # a blank line alone says nothing (Ray Train's print patch adds them)
+            kept.append(line)
+    return kept
+
+
+def quiet_libraries() -> None:
+    """Unless -v: no Hugging Face progress bars (weights loaded and saved), in this process
+    and in the workers of a cluster it starts (they inherit the environment)."""
+    if verbose():
+        return
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        import huggingface_hub.utils
+        import transformers.utils.logging
+
+        huggingface_hub.utils.disable_progress_bars()
+        transformers.utils.logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - both are dependencies
+        pass

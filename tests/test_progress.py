@@ -46,12 +46,13 @@ def test_steps_pass_items_through_in_a_log():
 
 
 def test_ray_noise_is_dropped_from_forwarded_worker_logs(capsys):
-    """The driver's handler of forwarded worker lines drops Ray's noise and prints the rest
-    as Ray does (ray._private, pinned ray==2.60.0: this test breaks if that hook moves)."""
+    """Both ways Ray prints forwarded lines on the driver, the log dispatcher's handler and
+    `print_to_stdstream` (the raylet's notes), drop Ray's noise and print the rest as Ray does
+    (ray._private, pinned ray==2.60.0: this test breaks if those hooks move)."""
     from ray._private import worker
 
     dispatcher = worker.global_worker_stdstream_dispatcher
-    saved = list(dispatcher.handlers)
+    saved, saved_print = list(dispatcher.handlers), worker.print_to_stdstream
     try:
         dispatcher.add_handler("ray_print_logs", lambda data: None)
         progress._filter_worker_logs(progress.RAY_NOISE)
@@ -60,8 +61,34 @@ def test_ray_noise_is_dropped_from_forwarded_worker_logs(capsys):
                          "lines": ["step 10 loss 0.5",
                                    "Failed to query Ray Train Controller actor state. ...",
                                    "Loading weights: 100%|####| 103/103"]})
+        worker.print_to_stdstream({"pid": "raylet", "is_err": False, "lines": [
+            "WARNING: 8 PYTHON worker processes have been started on node: x"]},
+            ignore_prefix=False)
+        worker.print_to_stdstream({"pid": "raylet", "is_err": False, "lines": [
+            "A worker died or was killed while executing a task"]}, ignore_prefix=False)
     finally:
         dispatcher.handlers = saved
+        worker.print_to_stdstream = saved_print
     out = capsys.readouterr().out
-    assert "step 10 loss 0.5" in out
+    assert "step 10 loss 0.5" in out and "A worker died" in out
     assert "Failed to query" not in out and "Loading weights" not in out
+    assert "PYTHON worker processes" not in out
+
+
+def test_noise_and_the_traceback_after_it_are_dropped_across_batches():
+    """A Ray warning with a traceback, split over two forwarded batches of one process, goes
+    whole; the job's next line stays; Ray's internal actors and the raylet say nothing."""
+    skipping: dict = {}
+    keep = progress.keep_lines
+    assert keep({"pid": 1, "lines": ["Failed to send resource request for train-1. If ...",
+                                     "Traceback (most recent call last):"]},
+                progress.RAY_NOISE, skipping) == []
+    assert keep({"pid": 1, "lines": ['  File "x.py", line 3, in get', "    ray.get(",
+                                     "ray.exceptions.GetTimeoutError: Get timed out",
+                                     "step 1/4 epoch 0 loss 0.1"]},
+                progress.RAY_NOISE, skipping) == ["step 1/4 epoch 0 loss 0.1"]
+    assert keep({"pid": 2, "lines": ["  indented output of the job"]},
+                progress.RAY_NOISE, skipping) == ["  indented output of the job"]
+    assert keep({"pid": 3, "actor_name": "PlacementGroupCleaner",
+                 "lines": ["Found multiple active Ray instances"]}, progress.RAY_NOISE) == []
+    assert keep({"pid": "autoscaler", "lines": ["Resized to 2 CPUs."]}, progress.RAY_NOISE) == []
