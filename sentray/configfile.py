@@ -102,9 +102,10 @@ def file_args(config_type: type, path: str) -> list[str]:
 
 
 def config_yaml(config: Any, command: str) -> str:
-    header = (f"# The configuration this run used. Repeat it with:\n"
-              f"#   {command} --config {CONFIG_FILE}\n")
-    return header + yaml.safe_dump(flat_values(config), sort_keys=False, allow_unicode=True)
+    """`config` as the YAML a job writes: a comment with `command` (which repeats the run),
+    then one `key: value` line per flag."""
+    return (f"# The configuration this run used. Repeat it with:\n#   {command}\n"
+            + yaml.safe_dump(flat_values(config), sort_keys=False, allow_unicode=True))
 
 
 def write_config(config: Any, folder: str, *, job: str, s3_endpoint: str | None = None) -> str:
@@ -113,5 +114,5 @@ def write_config(config: Any, folder: str, *, job: str, s3_endpoint: str | None 
     target.filesystem.create_dir(target.path, recursive=True)
     path = target.join(CONFIG_FILE)
     with target.filesystem.open_output_stream(path.path) as handle:
-        handle.write(config_yaml(config, f"python jobs/{job}.py").encode())
+        handle.write(config_yaml(config, f"python jobs/{job}.py --config {path.uri}").encode())
     return path.uri

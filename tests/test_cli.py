@@ -42,7 +42,8 @@ def test_the_written_config_repeats_the_run(name, tmp_path):
              "evaluate": ["--tasks", "STSB,SICKR", "--max-pairs", "50", "--pooling", "cls"]}[name]
     config, _ = job.parse_config(flags)
     written = tmp_path / "_config.yaml"
-    written.write_text(configfile.config_yaml(config, f"python jobs/{name}.py"))
+    assert configfile.write_config(config, str(tmp_path), job=name) == str(written)
+    assert f"#   python jobs/{name}.py --config {written}\n" in written.read_text()
     again, _ = job.parse_config(["--config", str(written)])
     assert again == config
     flag = "seed" if "seed" in configfile.flat_fields(type(config)) else "batch_size"
