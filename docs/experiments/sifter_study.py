@@ -195,6 +195,14 @@ def tables(args) -> str:
                 out.append(f"| **SIFTER − SimCSE, {label}, paired by seed** | {len(pairs)} | "
                            + " | ".join(mean_std(diffs[:, i]) for i in range(len(tasks)))
                            + " | | |")
+        for tag, weights in ABLATIONS.items():  # one seed: against all three pairs, same seed
+            for seed in sorted(k[2] for k in by_key if k[:2] == ("sifter", tag)):
+                full = by_key.get(("sifter", "", seed))
+                if full is not None:
+                    part = by_key[("sifter", tag, seed)]
+                    out.append(f"| **λ {weights} − λ 1,1,1, seed {seed}** | 1 | " + " | ".join(
+                        f"{part['results'][t] - full['results'][t]:+.2f}" for t in tasks)
+                        + f" | {part['summary']['best_stsb_dev'] - full['summary']['best_stsb_dev']:+.2f} | |")
         out.append("\nSTS-B dev / mean training loss at each evaluation (mean over a row's runs;"
                    " step 0 is the initial model):\n")
         for label, members in groups.items():
