@@ -24,11 +24,11 @@ import torch
 from sentray import models, storage
 from sentray.cli import setup_logging
 from sentray.contrastive import build_model, encode_views
+from sentray.epoch_order import EpochOrder
 from sentray.losses import objective_loss
 from sentray.optim import adamw, clipped_step
 from sentray.train import run_training
 from sentray.train_config import TrainConfig
-from sentray.train_data import EpochOrder
 from sentray.views import objective_views, tokenize_batch
 
 

@@ -32,7 +32,7 @@ import torch
 
 from sentray import models
 from sentray.cli import setup_logging
-from sentray.train_data import EpochOrder
+from sentray.epoch_order import EpochOrder
 
 ROOT = Path(__file__).resolve().parents[1]
 BROWN = ROOT.parent / "shared" / "data" / "corpus" / "brown.txt"

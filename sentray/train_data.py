@@ -1,17 +1,17 @@
 """The contrastive trainer's input: the augmentation output checked before any worker starts
 (`inspect_input`), and one Ray Dataset per epoch in a seeded order that does not depend on how
-Ray Data schedules blocks (`EpochOrder`, `epoch_datasets`)."""
+Ray Data schedules blocks (`epoch_datasets`, ordered by `sentray.epoch_order`)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from sentray import models, storage
+from sentray.epoch_order import EpochOrder
 from sentray.train_config import TrainConfig
 from sentray.views import VIEW_COLUMNS, backbone_coverage
 
@@ -76,25 +76,6 @@ def input_backbone_coverage(config: TrainConfig) -> dict | None:
                              table.column("backbone_text").to_pylist(), config.max_length)
 
 
-class EpochOrder:
-    """Adds `order`, a hash of (seed, epoch, id): sorting on it shuffles the rows the same way
-    on every run, whatever the block layout. With `sort`, also sorts the table on it (for an
-    epoch handed over as one batch)."""
-
-    def __init__(self, seed: int, epoch: int, sort: bool = False) -> None:
-        self.salt = f"{seed}:{epoch}:".encode()
-        self.sort = sort
-
-    def __call__(self, table: pa.Table) -> pa.Table:
-        import hashlib
-
-        ids = table.column("id").cast(pa.string()).to_pylist()
-        keys = [int.from_bytes(hashlib.blake2b(self.salt + i.encode(), digest_size=8).digest(),
-                               "little") for i in ids]
-        table = table.append_column("order", pa.array(keys, pa.uint64()))
-        return table.sort_by("order") if self.sort else table
-
-
 def epoch_datasets(config: TrainConfig, epochs: int, rows: int) -> dict:
     """One Ray Dataset per epoch: the view columns, in that epoch's seeded order."""
     import ray.data
@@ -111,24 +92,27 @@ def epoch_datasets(config: TrainConfig, epochs: int, rows: int) -> dict:
     context.default_hash_shuffle_parallelism = partitions
     context.enable_progress_bars = False  # one line per step from rank 0 says enough
     try:
+        if partitions == 1:
+            # The epoch is one sort partition: read and order it here, as one table, and hand
+            # Ray the result. No read, map or sort task starts (Ray Data's distributed sort
+            # costs 10-20 s of fixed cost on a small machine, and every task process seconds
+            # more); the object store holds each epoch's copy (Brown: ~15 MB an epoch).
+            table = pads.dataset(files, filesystem=location.filesystem,
+                                 format="parquet").to_table(columns=columns)
+            return {f"epoch_{epoch}": ray.data.from_arrow(
+                EpochOrder(config.seed, epoch, sort=True)(table).select(columns[1:]))
+                for epoch in range(epochs)}
         datasets = {}
         for epoch in range(epochs):
             dataset = ray.data.read_parquet(files, filesystem=location.filesystem,
                                             columns=columns, override_num_blocks=partitions)
-            if partitions == 1:
-                # The epoch is one sort partition: order it as one batch of all its rows, in one
-                # task, instead of Ray Data's distributed sort (a sample pass and a shuffle:
-                # 10-20 s of fixed cost on a small machine). The same order either way.
-                dataset = dataset.map_batches(EpochOrder(config.seed, epoch, sort=True),
-                                              batch_format="pyarrow", batch_size=rows)
-            else:
-                dataset = dataset.map_batches(EpochOrder(config.seed, epoch),
-                                              batch_format="pyarrow").sort("order")
+            dataset = dataset.map_batches(EpochOrder(config.seed, epoch),
+                                          batch_format="pyarrow").sort("order")
             datasets[f"epoch_{epoch}"] = dataset.select_columns(list(columns[1:]))
+        return datasets
     finally:
         context.default_hash_shuffle_parallelism, context.enable_progress_bars = saved
-    return datasets
 
 
-__all__ = ["SORT_ROWS", "EpochOrder", "InputSummary", "epoch_datasets", "input_backbone_coverage",
+__all__ = ["SORT_ROWS", "InputSummary", "epoch_datasets", "input_backbone_coverage",
            "inspect_input"]

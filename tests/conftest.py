@@ -10,6 +10,9 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Ray Train's controller polls its workers every 2 s; every training test waits up to that long
+# at its end and at a killed worker. 0.5 s: a few cheap RPCs a second.
+os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
 _bootstrap = Path.home() / "ray_bootstrap_config.yaml"
 if not _bootstrap.exists():  # its absence makes Ray's dashboard probe cloud metadata endpoints
     _bootstrap.write_text("{}\n")

@@ -55,3 +55,17 @@ def test_the_package_has_no_import_cycle():
     graph = {p.stem: imports_of(p, modules) - {p.stem} for p in PACKAGE.glob("*.py")}
     assert graph["corenlp"] == {"backbone"}  # the CoreNLP backend sits below the job
     assert find_cycle(graph) is None, find_cycle(graph)
+
+
+def test_what_ray_data_tasks_run_does_not_import_torch():
+    """Ray Data's tasks import the module of each function or class they run: the epoch order
+    of training, the corpus readers and the part writers. torch costs each such process seconds
+    of CPU, so these modules (and what they import) stay without it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, sentray.epoch_order, sentray.corpus, sentray.parts; "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"

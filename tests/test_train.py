@@ -19,12 +19,13 @@ from safetensors.torch import load_file
 from sentray import models
 from sentray.contrastive import ContrastiveModel
 from sentray.encoder import EncoderConfig, SentenceEncoder, embed_with
+from sentray.epoch_order import EpochOrder
 from sentray.losses import SifterWeights
 from sentray.optim import adamw, clipped_step, linear_schedule, warmup_steps
 from sentray.runtime import step_seed
 from sentray.train import run_training
 from sentray.train_config import TrainConfig
-from sentray.train_data import EpochOrder, epoch_datasets, inspect_input
+from sentray.train_data import epoch_datasets, inspect_input
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sentray" / "data" / "sample.txt"
 
@@ -303,16 +304,22 @@ def clean_run(ray_cluster, tmp_path_factory, tiny_model_dir, views, data_dir):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_an_epoch_reads_in_its_hash_order_across_files_and_blocks(ray_cluster, tmp_path):
-    """An epoch of one sort partition is ordered as one batch of all its rows: the ids come out
-    of Ray Data in the order of their (seed, epoch, id) hashes, worked out here in one table,
-    though the rows sit in three files."""
+@pytest.mark.parametrize("sort_rows", [200_000, 40], ids=["one-partition", "distributed-sort"])
+def test_an_epoch_reads_in_its_hash_order_across_files_and_blocks(ray_cluster, tmp_path,
+                                                                  monkeypatch, sort_rows):
+    """Whichever way an epoch is ordered — in the driver when it is one sort partition, or by
+    Ray Data's distributed sort (90 rows in partitions of 40: three read blocks, three sort
+    partitions) — the ids come out of Ray Data in the order of their (seed, epoch, id) hashes,
+    worked out here in one table, though the rows sit in three files."""
     import hashlib
 
+    from sentray import train_data
+
+    monkeypatch.setattr(train_data, "SORT_ROWS", sort_rows)
     ids = [f"doc{i}" for i in range(90)]
     folder = tmp_path / "views"
     folder.mkdir()
-    for part in range(3):  # three files, so several blocks reach the ordering batch
+    for part in range(3):  # three files, so several blocks reach the sort
         chunk = ids[part * 30:(part + 1) * 30]
         pq.write_table(pa.table({"id": chunk, "text": chunk, "backbone_text": chunk,
                                  "pruned_text": chunk}), folder / f"part-{part}.parquet")
@@ -324,9 +331,11 @@ def test_an_epoch_reads_in_its_hash_order_across_files_and_blocks(ray_cluster, t
                                  .digest(), "little") for i in ids}
         return sorted(ids, key=key.get)
 
-    for epoch in (0, 1):
-        got = [row["text"] for row in epochs[f"epoch_{epoch}"].take_all()]
-        assert got == expected(epoch)
+    # the distributed sort of one epoch costs ~10 s here: epoch 1 only (its salt is not 0's)
+    for epoch in (0, 1) if sort_rows >= len(ids) else (1,):
+        rows = epochs[f"epoch_{epoch}"].take_all()
+        assert [row["text"] for row in rows] == expected(epoch)
+        assert set(rows[0]) == {"text", "backbone_text", "pruned_text"}
     assert expected(0) != expected(1)
 
 

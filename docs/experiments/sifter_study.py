@@ -154,6 +154,17 @@ def row_label(run: Run) -> str:
     return f"{LABELS[run.objective]}{variant}, lr {run.lr:g}, {run.steps} steps"
 
 
+def dev_choice(runs: list[dict], objective: str) -> float | None:
+    """The lr whose lowest-seed plain run of `objective` has the best STS-B dev score: the
+    `lr` part's choice, read from the runs present (dev only; None when there are none)."""
+    plain = [r for r in runs if r["run"].objective == objective and not r["run"].tag]
+    if not plain:
+        return None
+    seed = min(r["run"].seed for r in plain)
+    scores = {r["run"].lr: r["summary"]["best_stsb_dev"] for r in plain if r["run"].seed == seed}
+    return max(scores, key=scores.get)
+
+
 def tables(args) -> str:
     """The Markdown tables of docs/results.md from the runs under --out."""
     from sentray.sts import SHORT_NAMES
@@ -185,24 +196,35 @@ def tables(args) -> str:
                 + f" | {mean_std([m['summary']['best_stsb_dev'] for m in members])} | "
                 + mean_std([m["summary"]["history"][-1]["seconds_per_step"] for m in members])
                 + " |")
-        by_key = {(r["run"].objective, r["run"].tag, r["run"].seed): r for r in runs}
-        for tag, label in (("", "same steps"), ("compute", "same compute")):
-            pairs = [(by_key[k], by_key[("simcse", tag, k[2])]) for k in by_key
-                     if k[:2] == ("sifter", "") and ("simcse", tag, k[2]) in by_key]
-            if pairs:
-                diffs = np.array([[s["results"][t] - c["results"][t] for t in tasks]
-                                  for s, c in pairs])
-                out.append(f"| **SIFTER − SimCSE, {label}, paired by seed** | {len(pairs)} | "
-                           + " | ".join(mean_std(diffs[:, i]) for i in range(len(tasks)))
-                           + " | | |")
-        for tag, weights in ABLATIONS.items():  # one seed: against all three pairs, same seed
-            for seed in sorted(k[2] for k in by_key if k[:2] == ("sifter", tag)):
-                full = by_key.get(("sifter", "", seed))
+        by_key = {(r["run"].objective, r["run"].tag, r["run"].lr, r["run"].seed): r
+                  for r in runs}
+        chosen = {o: dev_choice(runs, o) for o in ("sifter", "simcse")}
+        if None not in chosen.values():
+            out.append(f"| *lr chosen on STS-B dev (seed-1 runs): SIFTER {chosen['sifter']:g},"
+                       f" SimCSE {chosen['simcse']:g}* | | " + " | " * len(tasks) + " | |")
+        settings = [("each at its dev-chosen lr", chosen["sifter"], chosen["simcse"])]
+        settings += [(f"both at lr {lr:g}", lr, lr) for lr in sorted({k[2] for k in by_key})
+                     if (lr, lr) != (chosen["sifter"], chosen["simcse"])]
+        for lr_label, sifter_lr, simcse_lr in settings:
+            for tag, label in (("", "same steps"), ("compute", "same compute")):
+                pairs = [(by_key[k], by_key[("simcse", tag, simcse_lr, k[3])])
+                         for k in sorted(by_key) if k[:3] == ("sifter", "", sifter_lr)
+                         and ("simcse", tag, simcse_lr, k[3]) in by_key]
+                if pairs:
+                    diffs = np.array([[s["results"][t] - c["results"][t] for t in tasks]
+                                      for s, c in pairs])
+                    out.append(f"| **SIFTER − SimCSE, {label}, {lr_label}, paired by seed** | "
+                               f"{len(pairs)} | " + " | ".join(
+                                   mean_std(diffs[:, i]) for i in range(len(tasks))) + " | | |")
+        for tag, weights in ABLATIONS.items():  # one seed: against all three pairs, same seed+lr
+            for key in sorted(k for k in by_key if k[:2] == ("sifter", tag)):
+                full = by_key.get(("sifter", "", *key[2:]))
                 if full is not None:
-                    part = by_key[("sifter", tag, seed)]
-                    out.append(f"| **λ {weights} − λ 1,1,1, seed {seed}** | 1 | " + " | ".join(
-                        f"{part['results'][t] - full['results'][t]:+.2f}" for t in tasks)
-                        + f" | {part['summary']['best_stsb_dev'] - full['summary']['best_stsb_dev']:+.2f} | |")
+                    part = by_key[key]
+                    dev = part["summary"]["best_stsb_dev"] - full["summary"]["best_stsb_dev"]
+                    out.append(f"| **λ {weights} − λ 1,1,1, lr {key[2]:g}, seed {key[3]}** | 1 | "
+                               + " | ".join(f"{part['results'][t] - full['results'][t]:+.2f}"
+                                            for t in tasks) + f" | {dev:+.2f} | |")
         out.append("\nSTS-B dev / mean training loss at each evaluation (mean over a row's runs;"
                    " step 0 is the initial model):\n")
         for label, members in groups.items():
