@@ -199,10 +199,15 @@ def tables(args) -> str:
         by_key = {(r["run"].objective, r["run"].tag, r["run"].lr, r["run"].seed): r
                   for r in runs}
         chosen = {o: dev_choice(runs, o) for o in ("sifter", "simcse")}
-        if None not in chosen.values():
+        grid = {k[2] for k in by_key if not k[1]}  # the lrs of plain runs
+        if None not in chosen.values() and len(grid) > 1:
             out.append(f"| *lr chosen on STS-B dev (seed-1 runs): SIFTER {chosen['sifter']:g},"
                        f" SimCSE {chosen['simcse']:g}* | | " + " | " * len(tasks) + " | |")
-        settings = [("each at its dev-chosen lr", chosen["sifter"], chosen["simcse"])]
+            first = "each at its dev-chosen lr"
+        else:  # one lr: nothing was chosen
+            first = f"lr {chosen['sifter']:g} / {chosen['simcse']:g}" if chosen["sifter"] != \
+                chosen["simcse"] else f"both at lr {chosen['sifter']:g}"
+        settings = [(first, chosen["sifter"], chosen["simcse"])]
         settings += [(f"both at lr {lr:g}", lr, lr) for lr in sorted({k[2] for k in by_key})
                      if (lr, lr) != (chosen["sifter"], chosen["simcse"])]
         for lr_label, sifter_lr, simcse_lr in settings:
