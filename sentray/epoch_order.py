@@ -1,9 +1,9 @@
 """The seeded order of a training epoch: a hash of (seed, epoch, row id) per row.
 
-Ray Data's tasks run `EpochOrder` on every epoch's rows, and a task's process imports the module
-of what it runs: this one imports pyarrow and the standard library only, so those processes do
-not pay for torch (a few seconds of CPU each on a small machine; `tests/test_layout.py` keeps it
-so)."""
+The driver orders an epoch of one sort partition with it (`sentray.train_data`); a larger epoch
+is ordered by Ray Data's tasks, and a task's process imports the module of what it runs: this one
+imports pyarrow and the standard library only, so those processes do not pay for torch (a few
+seconds of CPU each on a small machine; `tests/test_layout.py` keeps it so)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pyarrow as pa
 class EpochOrder:
     """Adds `order`, a hash of (seed, epoch, id): sorting on it shuffles the rows the same way
     on every run, whatever the block layout. With `sort`, also sorts the table on it (for an
-    epoch handed over as one batch)."""
+    epoch ordered as one table)."""
 
     def __init__(self, seed: int, epoch: int, sort: bool = False) -> None:
         self.salt = f"{seed}:{epoch}:".encode()

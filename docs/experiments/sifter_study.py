@@ -113,10 +113,8 @@ def chosen_lr(readout: str, objective: str, args) -> float:
     """The lr of `lrs` whose seed-1 run has the best STS-B dev score (dev only)."""
     if len(args.lrs) == 1:
         return args.lrs[0]
-    scores = {lr: load(Path(args.out) / Run(readout, objective, args.seeds[0], args.steps,
-                                            lr).name)["summary"]["best_stsb_dev"]
-              for lr in args.lrs}
-    return max(scores, key=scores.get)
+    return dev_choice([load(Path(args.out) / Run(readout, objective, args.seeds[0], args.steps,
+                                                 lr).name) for lr in args.lrs], objective)
 
 
 def plan(part: str, args) -> list[Run]:
