@@ -23,7 +23,7 @@ DEFAULT_CORPUS = ROOT.parent / "shared/data/corpus/brown.txt"
 
 
 def run_pipe(sentences: list[str]) -> float:
-    from sentray.augment import load_spacy
+    from sentray.sifter.parsers import load_spacy
 
     start = time.perf_counter()
     nlp = load_spacy()

@@ -94,7 +94,8 @@ def run_onnx_peer(python: str, model_path: str, corpus: Path, batch_size: int) -
 
 
 def run_in_process(model: str, sentences: list[str], **config) -> float:
-    from sentray.encoder import EncoderConfig, SentenceEncoder
+    from sentray.encode.config import EncoderConfig
+    from sentray.encode.encoder import SentenceEncoder
 
     start = time.perf_counter()
     vectors = SentenceEncoder(EncoderConfig(model=model, device="cpu", **config)).encode(
@@ -122,7 +123,8 @@ def run_job(corpus: Path, output: Path, extra: list[str], rows: int) -> tuple[fl
 def padding_table(model: str, sentences: list[str], batch_size: int, budget: int) -> str:
     """Forward passes and padding of fixed batches of `batch_size` vs a token budget on the
     same sentences (the shapes the encoder would run; no model call)."""
-    from sentray.encoder import EncoderConfig, SentenceEncoder
+    from sentray.encode.config import EncoderConfig
+    from sentray.encode.encoder import SentenceEncoder
 
     rows = ["| batching | forward passes | padded tokens | real tokens | padding |",
             "|---|---|---|---|---|"]
@@ -141,8 +143,9 @@ def padding_table(model: str, sentences: list[str], batch_size: int, budget: int
 
 
 def measure(size: int, all_sentences: list[str], args, smallest: bool) -> list[dict]:
-    from sentray.encoder import EncoderConfig, SentenceEncoder
-    from sentray.models import resolve_model
+    from sentray.encode.config import EncoderConfig
+    from sentray.encode.encoder import SentenceEncoder
+    from sentray.encode.model_loading import resolve_model
 
     sentences = all_sentences[:size]
     model_path = resolve_model(args.model).path

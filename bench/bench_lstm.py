@@ -18,15 +18,16 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from sentray.cli import setup_logging
-from sentray.lstm import SifterLSTM
+from sentray.lstm.cell import SifterLSTM
 
 VOCAB = 30522  # bert-base-uncased / all-MiniLM-L6-v2 WordPiece
 
 
 def sentiment_ids(model: str, threshold: float) -> set[int]:
-    from sentray import lexicon, models
+    from sentray.encode.model_loading import load_tokenizer
+    from sentray.lstm import lexicon
 
-    tokenizer = models.load_tokenizer(model)
+    tokenizer = load_tokenizer(model)
     return lexicon.sentiment_token_ids(
         lexicon.sentiment_words(lexicon.load_vader_lexicon(), threshold), tokenizer)
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import torch
 
-from sentray.encoder import EncoderConfig, SentenceEncoder
+from sentray.encode.config import EncoderConfig
+from sentray.encode.encoder import SentenceEncoder
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/data/corpus/brown.txt"
 

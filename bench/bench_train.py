@@ -21,15 +21,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from sentray import models, storage
 from sentray.cli import setup_logging
-from sentray.contrastive import build_model, encode_views
-from sentray.epoch_order import EpochOrder
-from sentray.losses import objective_loss
-from sentray.optim import adamw, clipped_step
-from sentray.train import run_training
-from sentray.train_config import TrainConfig
-from sentray.views import objective_views, tokenize_batch
+from sentray.contrastive.config import TrainConfig
+from sentray.contrastive.epoch_order import EpochOrder
+from sentray.contrastive.job import run_training
+from sentray.contrastive.losses import objective_loss
+from sentray.contrastive.model import build_model, encode_views
+from sentray.contrastive.objectives import objective_views
+from sentray.contrastive.optimizer import adamw, clipped_step
+from sentray.contrastive.view_tokens import tokenize_batch
+from sentray.encode.model_loading import DEFAULT_MODEL, load_tokenizer, resolve_model
+from sentray.kit import storage
 
 
 def first_batches(config: TrainConfig, steps: int) -> list[dict[str, np.ndarray]]:
@@ -49,7 +51,7 @@ def plain_loop(config: TrainConfig, steps: int, threads: int) -> float:
     torch.set_num_threads(threads)
     torch.manual_seed(config.seed)
     model = build_model(config).train()
-    tokenizer = models.load_tokenizer(config.model)
+    tokenizer = load_tokenizer(config.model)
     optimizer = adamw(model, config.lr, config.weight_decay)
     batches = first_batches(config, steps)
     times = []
@@ -84,7 +86,7 @@ def sentence_transformers_mnrl(config: TrainConfig, steps: int, threads: int) ->
     from transformers import TrainerCallback
 
     torch.set_num_threads(threads)
-    model = SentenceTransformer(models.resolve_model(config.model).path, device="cpu")
+    model = SentenceTransformer(resolve_model(config.model).path, device="cpu")
     model.max_seq_length = config.max_length
     texts = [t for b in first_batches(config, steps) for t in b["text"].tolist()]
     data = Dataset.from_dict({"anchor": texts, "positive": texts})
@@ -114,7 +116,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", default="out/brown-aug")
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--model", default=models.DEFAULT_MODEL)
+    parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--objective", default="simcse", choices=["simcse", "sifter"])
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--batch-size", type=int, default=64)

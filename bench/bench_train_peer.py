@@ -30,9 +30,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from sentray import models
 from sentray.cli import setup_logging
-from sentray.epoch_order import EpochOrder
+from sentray.contrastive.epoch_order import EpochOrder
+from sentray.encode.model_loading import DEFAULT_MODEL, resolve_model
 
 ROOT = Path(__file__).resolve().parents[1]
 BROWN = ROOT.parent / "shared" / "data" / "corpus" / "brown.txt"
@@ -67,7 +67,7 @@ def run_sentence_transformers(texts: list[str], args, output: Path) -> float:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model = SentenceTransformer(models.resolve_model(args.model).path, device="cpu")
+    model = SentenceTransformer(resolve_model(args.model).path, device="cpu")
     model.max_seq_length = args.max_length
     times: list[float] = []
 
@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--corpus", default=str(BROWN), help="one sentence per line")
     parser.add_argument("--data-dir", default=os.environ.get("SENTRAY_DATA_DIR",
                                                              str(BROWN.parents[1] / "senteval")))
-    parser.add_argument("--model", default=models.DEFAULT_MODEL)
+    parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=32)
@@ -147,7 +147,7 @@ def main() -> None:
     texts = training_order(corpus, args.seed, args.steps * args.batch_size)
     seconds = {"sentence-transformers": run_sentence_transformers(texts, args, out / "st")}
     seconds["sentray"] = run_sentray(corpus, args, out / "sentray")
-    results = {"untrained": score(Path(models.resolve_model(args.model).path), args,
+    results = {"untrained": score(Path(resolve_model(args.model).path), args,
                                   out / "eval-untrained"),
                "sentence-transformers": score(out / "st", args, out / "eval-st"),
                "sentray": score(out / "sentray" / "best", args, out / "eval-sentray")}

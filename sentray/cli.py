@@ -1,4 +1,4 @@
-"""The jobs' command line, generated from their config dataclasses.
+"""The one command line of every job: `sentray <job> [flags]` and `python jobs/<job>.py [flags]`.
 
 Each job's flags come from its config dataclass (nested configs included) through tyro: a field
 `batch_size: int = 32  # sentences per forward pass` is `--batch-size INT` with that help and
@@ -11,26 +11,29 @@ use argparse's dash spelling for flags; jsonargparse would name them `--batch_si
 groups as `--encoder.batch_size`.)
 
 A job also takes `--config FILE.yaml`: flat `key: value` lines named like the flags
-(`batch_size: 16` for `--batch-size 16`), read first, so flags given with it override it. A job
-writes the configuration it ran with to `OUTPUT/_config.yaml` (sentray.configfile): the same
-command with `--config OUTPUT/_config.yaml` repeats the run.
+(`batch_size: 16` for `--batch-size 16`), read into the default instance that the flags given
+then override. A job writes the configuration it ran with to `OUTPUT/_config.yaml`
+(`sentray.kit.config_files`): the same command with `--config OUTPUT/_config.yaml` repeats the
+run. Parsing ends with the config's `resolved()`: what depends on the model (its own pooling)
+is decided before anything runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import tyro
 from tyro.constructors import ConstructorRegistry, PrimitiveConstructorSpec, PrimitiveTypeInfo
 
-from sentray.configfile import file_args, flat_fields
-from sentray.losses import SifterWeights
-from sentray.progress import quiet_libraries
+from sentray.kit.config_files import build_config, flat_fields, is_single_flag, read_config_file
+from sentray.kit.ray_quiet import quiet_libraries
 
 C = TypeVar("C")
 
@@ -40,14 +43,16 @@ _OPTIONAL_BOOL = {"true": True, "false": False, "auto": None, "none": None}
 
 @REGISTRY.primitive_rule
 def _flag_types(info: PrimitiveTypeInfo) -> PrimitiveConstructorSpec | None:
-    """Two types a flag spells its own way: SIFTER's lambdas as `1,1,1` and a three-way switch
-    (`bool | None`: on, off, or decided from the model) as `--mlp`, `--mlp false`, `--mlp auto`."""
-    if info.type is SifterWeights:
+    """Two kinds of type a flag spells its own way: a dataclass written as one value (SIFTER's
+    lambdas as `1,1,1`: it has `parse` and `spec`) and a three-way switch (`bool | None`: on,
+    off, or decided from the model) as `--mlp`, `--mlp false`, `--mlp auto`."""
+    if isinstance(info.type, type) and is_single_flag(info.type):
+        kind = info.type
         return PrimitiveConstructorSpec(
-            nargs=1, metavar="XY,XZ,YZ[,XX]",
-            instance_from_str=lambda args: SifterWeights.parse(args[0]),
-            is_instance=lambda value: isinstance(value, SifterWeights),
-            str_from_instance=lambda weights: [weights.spec()])
+            nargs=1, metavar=getattr(kind, "METAVAR", kind.__name__.upper()),
+            instance_from_str=lambda args: kind.parse(args[0]),
+            is_instance=lambda value: isinstance(value, kind),
+            str_from_instance=lambda value: [value.spec()])
     if info.type == bool | None:
         def from_str(args: list[str]) -> bool | None:
             word = (args[0] if args else "true").lower()
@@ -72,25 +77,32 @@ class _Command(Generic[C]):
 
 def parse(config_type: type[C], argv: Sequence[str] | None, *, description: str,
           prog: str | None = None) -> tuple[C, bool]:
-    """(config, verbose) from the command line `argv` (default: sys.argv[1:]), after the options
-    of `--config FILE` if given. Bad values exit with a message naming them: tyro's for a flag
-    that does not parse, the config's own `__post_init__` for a value it rejects."""
+    """(config, verbose) from the command line `argv` (default: sys.argv[1:]), on top of the
+    options of `--config FILE` if given; the config resolved. Bad values exit with a message
+    naming them: tyro's for a flag that does not parse, the config's own for a value it
+    rejects."""
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--config")
     known, rest = pre.parse_known_args(argv)
-    from_file = file_args(config_type, known.config) if known.config else []
     switches = [name.replace("_", "-") for name, hint in flat_fields(config_type).items()
                 if hint == bool | None]
     rest = [f"--{arg[5:]}=false" if arg.startswith("--no-") and arg[5:] in switches else arg
             for arg in rest]  # --no-mlp: the usual spelling of --mlp false
     try:
-        command = tyro.cli(_Command[config_type], args=[*from_file, *rest], prog=prog,
+        default = None
+        if known.config:
+            options = build_config(config_type, read_config_file(config_type, known.config))
+            default = _Command(options=options, config=known.config)
+        command = tyro.cli(_Command[config_type], args=rest, prog=prog, default=default,
                            description=description, registry=REGISTRY,
                            config=(tyro.conf.OmitArgPrefixes,))
-    except ValueError as exc:  # raised by a config's __post_init__
+        config = command.options
+        if hasattr(config, "resolved"):
+            config = config.resolved()
+    except ValueError as exc:  # raised by a config's __post_init__ or resolved()
         raise SystemExit(f"error: {exc}") from exc
-    return command.options, command.verbose
+    return config, command.verbose
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -99,3 +111,128 @@ def setup_logging(verbose: bool = False) -> None:
         level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     quiet_libraries()  # unless verbose: no Hugging Face progress bars here or in our workers
+
+
+# -- the jobs -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job: its config type and run function ("module:name", imported when used, so that
+    `--help` loads no model code), the summary keys it prints, and its usage text."""
+
+    config: str
+    run: str
+    brief: tuple[str, ...]
+    usage: str
+
+    @staticmethod
+    def _load(reference: str) -> Any:
+        module, name = reference.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    def parse_config(self, name: str, argv: Sequence[str] | None,
+                     prog: str | None = None) -> tuple[Any, bool]:
+        return parse(self._load(self.config), argv, description=self.usage,
+                     prog=prog or f"jobs/{name}.py")
+
+    def main(self, name: str, argv: Sequence[str] | None = None, prog: str | None = None) -> Any:
+        """Parse, set up logging, run; bad input exits with `error: ...` (no traceback)."""
+        config, verbose = self.parse_config(name, argv, prog)
+        setup_logging(verbose)
+        logging.getLogger(f"sentray.{name}").debug("config: %s", config)
+        try:
+            result = self._load(self.run)(config)
+        except (FileNotFoundError, ValueError) as exc:
+            raise SystemExit(f"error: {exc}") from exc
+        if self.brief:
+            print(json.dumps({key: result[key] for key in self.brief}))
+        return result
+
+
+JOBS: dict[str, Job] = {
+    "embed": Job(
+        "sentray.embedding.config:EmbedConfig", "sentray.embedding.job:run_embedding",
+        ("sources", "rows_in", "rows_out", "status", "seconds"),
+        """Embed a corpus with a sentence encoder on Ray Data and write Parquet.
+
+    python jobs/embed.py                                   # bundled sample, packaged model, local Ray
+    python jobs/embed.py --input s3://bucket/corpus/ --output s3://bucket/emb/ \\
+        --model bert-base-uncased --pooling ditto --actors 8 --num-gpus 1 --precision fp16
+
+Input: text files (one sentence per line) or Parquet, a file or a folder, local or s3://.
+Output: OUTPUT/<file key>/part-*.parquet with id, embedding, status, source, row; and
+OUTPUT/_summary.json. Every input row is in the output exactly once; rerunning into the same
+output skips the input files already done."""),
+    "augment": Job(
+        "sentray.sifter.config:AugmentConfig", "sentray.sifter.job:run_augmentation",
+        ("sources", "rows_in", "rows_out", "rows_rejected", "rejected_by_reason",
+         "backbone_source", "sentences_per_second", "seconds"),
+        """SIFTER augmentation on Ray Data: for every sentence X, Y (X + its backbone) and Z (X without
+articles, conjunctions and pronouns), with the paper's corpus filter.
+
+    python jobs/augment.py                                  # bundled sample, local Ray
+    python jobs/augment.py --input corpus.txt --output out/aug --actors 2
+    ray job submit --address http://127.0.0.1:8265 --working-dir . -- \\
+        python jobs/augment.py --input s3://bucket/corpus/ --output s3://bucket/aug/
+
+Output: OUTPUT/<file key>/part-*.parquet with id, text (X), backbone_text (Y), pruned_text (Z),
+subject, relation, object, backbone_source (openie | dependency | none), source, row; rejected
+rows with their reject_reason in REJECTS (default OUTPUT-rejects); OUTPUT/_summary.json. Every
+input row is in exactly one of the two."""),
+    "train": Job(
+        "sentray.contrastive.config:TrainConfig", "sentray.contrastive.job:run_training",
+        ("rows", "steps", "initial_stsb_dev", "best_step", "best_stsb_dev", "exported",
+         "seconds"),
+        """SIFTER-SimCSE (or unsupervised SimCSE) on Ray Train: DDP over --workers, STS-B dev every
+--eval-steps, the best checkpoint exported for jobs/embed.py and jobs/evaluate.py.
+
+    python jobs/augment.py                       # X/Y/Z of the bundled sample -> out/augmented
+    python jobs/train.py --objective sifter      # -> out/train/best, out/train/best-st
+    python jobs/evaluate.py --model out/train/best
+    ray job submit --address http://HEAD:8265 --working-dir . -- python jobs/train.py \\
+        --input s3://bucket/aug/ --output s3://bucket/runs/ --model bert-base-uncased \\
+        --workers 2 --use-gpu --precision fp16
+
+Rerunning with the same --output and --name resumes the run from its latest checkpoint; a lost
+worker restarts the group from there too (up to --max-failures times)."""),
+    "train_lstm": Job(
+        "sentray.lstm.config:LSTMConfig", "sentray.lstm.job:run_lstm",
+        ("cell", "seed", "dev_accuracy", "test_accuracy", "best_step", "steps", "seconds"),
+        """SIFTER-LSTM or the LSTM baseline on SST-2: WordPiece embeddings from a pretrained encoder, one
+LSTM layer, dev accuracy every --eval-steps, the best step (by dev) scored on test. Writes
+OUT/metrics.json (dev_accuracy, test_accuracy, best_step, history, ...).
+
+    python jobs/train_lstm.py --cell sifter --data-dir ../shared/data --out out/lstm/sifter-1
+    python jobs/train_lstm.py --cell lstm --data-dir ../shared/data --out out/lstm/lstm-1
+    python jobs/train_lstm.py --cell sifter --workers 2          # Ray Train, 2 CPU workers (DDP)
+
+SIFTER forces the input gate to 1 on sentiment words: VADER lexicon entries with |valence| >=
+--lexicon-threshold whose tokenization is a single word piece (see sentray/lstm/lexicon.py)."""),
+    "evaluate": Job(
+        "sentray.evaluation.config:EvaluateConfig", "sentray.evaluation.job:run_evaluation",
+        (),
+        """Score an encoder on the 7 STS tasks (SentEval protocol), optionally choosing the Ditto head.
+
+    python jobs/evaluate.py --model all-MiniLM-L6-v2 --pooling mean --data-dir ../shared/data
+    python jobs/evaluate.py --pooling ditto --search-head --data-dir ../shared/data
+    python jobs/evaluate.py --max-pairs 200 ...   # a quick check: each task's first 200 pairs"""),
+}
+
+
+def job_entry_points(name: str) -> tuple[Callable, Callable]:
+    """(parse_config, main) of job `name`, for jobs/<name>.py."""
+    job = JOBS[name]
+    return (lambda argv=None: job.parse_config(name, argv),
+            lambda argv=None: job.main(name, argv))
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """The `sentray` console script: `sentray <job> [flags]`, `sentray <job> --help`."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in JOBS:
+        lines = [f"  {name:<11} {job.usage.splitlines()[0]}" for name, job in JOBS.items()]
+        print("usage: sentray <job> [flags]   (sentray <job> --help lists the job's flags)\n\n"
+              "jobs:\n" + "\n".join(lines))
+        raise SystemExit(0 if argv and argv[0] in ("-h", "--help") else 2)
+    return JOBS[argv[0]].main(argv[0], argv[1:], prog=f"sentray {argv[0]}")

@@ -23,6 +23,16 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def load_job(name: str):
+    """jobs/<name>.py as a module (jobs/ is not a package): its `parse_config` and `main`."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"job_{name}", ROOT / "jobs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The SentEval folder: $SENTRAY_DATA_DIR, else ../shared/data/senteval beside the repo."""
@@ -44,20 +54,21 @@ def brown_corpus() -> Path:
 @pytest.fixture(scope="session")
 def tokenizer():
     """The packaged model's tokenizer (local, no network)."""
-    from sentray.models import load_tokenizer
+    from sentray.encode.model_loading import load_tokenizer
 
     return load_tokenizer("all-MiniLM-L6-v2")
 
 
 def make_tiny_bert(vocab_size: int, *, seed: int = 0, model_type: str = "bert",
-                   attn_implementation: str | None = None):
-    """A 2-layer, hidden-32, 4-head random encoder built in-process."""
+                   attn_implementation: str | None = None, heads: int = 4):
+    """A 2-layer random encoder built in-process: hidden 32 in 4 heads (or 8 per head)."""
     from transformers import AutoConfig, AutoModel
 
     torch.manual_seed(seed)
     config = AutoConfig.for_model(
-        model_type, vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
-        num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
+        model_type, vocab_size=vocab_size, hidden_size=32 if heads == 4 else 8 * heads,
+        num_hidden_layers=2, num_attention_heads=heads, intermediate_size=64,
+        max_position_embeddings=128,
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = AutoModel.from_config(config, attn_implementation=attn_implementation)
     return model.eval()

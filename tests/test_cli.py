@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from test_sts import load_job
 
-from sentray import configfile
-from sentray.losses import SifterWeights
+from sentray.contrastive.objectives import SifterWeights
+from sentray.kit import config_files
 
 JOBS = ("embed", "augment", "train", "train_lstm", "evaluate")
 
@@ -22,7 +22,7 @@ def test_help_lists_every_config_field(name, capsys):
         job.parse_config(["--help"])
     assert info.value.code == 0
     shown = capsys.readouterr().out
-    fields = configfile.flat_fields(config_type(job))
+    fields = config_files.flat_fields(config_type(job))
     assert len(fields) >= 7
     for field in [*fields, "config", "verbose"]:
         assert "--" + field.replace("_", "-") in shown, field
@@ -42,13 +42,13 @@ def test_the_written_config_repeats_the_run(name, tmp_path):
              "evaluate": ["--tasks", "STSB,SICKR", "--max-pairs", "50", "--pooling", "cls"]}[name]
     config, _ = job.parse_config(flags)
     written = tmp_path / "_config.yaml"
-    assert configfile.write_config(config, str(tmp_path), job=name) == str(written)
+    assert config_files.write_config(config, str(tmp_path), job=name) == str(written)
     assert f"#   python jobs/{name}.py --config {written}\n" in written.read_text()
     again, _ = job.parse_config(["--config", str(written)])
     assert again == config
-    flag = "seed" if "seed" in configfile.flat_fields(type(config)) else "batch_size"
+    flag = "seed" if "seed" in config_files.flat_fields(type(config)) else "batch_size"
     changed, _ = job.parse_config(["--config", str(written), "--" + flag.replace("_", "-"), "5"])
-    assert configfile.flat_values(changed) == {**configfile.flat_values(config), flag: 5}
+    assert config_files.flat_values(changed) == {**config_files.flat_values(config), flag: 5}
 
 
 def test_config_file_keys_are_the_flags_and_flags_win(tmp_path):

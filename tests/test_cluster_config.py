@@ -12,7 +12,6 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
@@ -50,15 +49,8 @@ def test_prepared_config_passes_ray_validation(config: dict[str, Any]) -> None:
     # Same order as ray's _bootstrap_config: merge defaults, then validate.
     prepared = prepare_config(config)
     validate_config(prepared)
-    assert prepared["cluster_name"] == "sentray"
-    assert prepared["provider"]["type"] == "aws"
-    assert prepared["provider"]["region"] == "us-west-2"
-    assert prepared["head_node_type"] == "head"
-    assert set(prepared["available_node_types"]) == {"head", *WORKER_TYPES}
     # Ray's default node types must not leak in when we define our own.
-    assert "ray.worker.default" not in prepared["available_node_types"]
-    # prepare_config pins the head type to zero extra workers.
-    assert prepared["available_node_types"]["head"]["max_workers"] == 0
+    assert set(prepared["available_node_types"]) == {prepared["head_node_type"], *WORKER_TYPES}
 
 
 def test_workers_autoscale_from_zero(config: dict[str, Any]) -> None:
@@ -70,20 +62,12 @@ def test_workers_autoscale_from_zero(config: dict[str, Any]) -> None:
         assert node_type["max_workers"] > 0, name
         total_max += node_type["max_workers"]
     assert config["max_workers"] >= total_max
-    assert config["idle_timeout_minutes"] == 5
 
 
 def test_gpu_worker_has_gpu_and_cpu_worker_does_not(config: dict[str, Any]) -> None:
     node_types = config["available_node_types"]
     assert node_types["gpu_worker"]["resources"].get("GPU", 0) >= 1
-    assert node_types["gpu_worker"]["node_config"]["InstanceType"].startswith("g5.")
     assert node_types["cpu_worker"]["resources"].get("GPU", 0) == 0
-
-
-def test_every_node_type_has_an_image(config: dict[str, Any]) -> None:
-    for name, node_type in config["available_node_types"].items():
-        image = node_type["node_config"]["ImageId"]
-        assert image == "latest_dlami" or image.startswith("ami-"), (name, image)
 
 
 def test_dashboard_is_bound_to_localhost(config: dict[str, Any]) -> None:
@@ -122,49 +106,11 @@ def test_project_is_mounted_and_installed(config: dict[str, Any]) -> None:
     assert all(c.startswith("pip install") for c in (setup[torch_idx[0]], setup[pkg_idx[0]]))
 
 
-def _bogus_top_level_key(config: dict[str, Any]) -> None:
-    config["not_a_ray_field"] = True
-
-
-def _max_workers_wrong_type(config: dict[str, Any]) -> None:
-    config["max_workers"] = "twelve"
-
-
-def _resources_missing(config: dict[str, Any]) -> None:
-    del config["available_node_types"]["gpu_worker"]["resources"]
-
-
-def _gpu_count_not_integer(config: dict[str, Any]) -> None:
-    config["available_node_types"]["gpu_worker"]["resources"]["GPU"] = "one"
-
-
-def _unknown_node_type_key(config: dict[str, Any]) -> None:
-    config["available_node_types"]["cpu_worker"]["min_nodes"] = 0
-
-
-@pytest.mark.parametrize(
-    "mutate",
-    [
-        _bogus_top_level_key,
-        _max_workers_wrong_type,
-        _resources_missing,
-        _gpu_count_not_integer,
-        _unknown_node_type_key,
-    ],
-)
-def test_schema_rejects_broken_copies(config: dict[str, Any], mutate: Any) -> None:
-    mutate(config)
-    with pytest.raises(jsonschema.ValidationError):
-        validate_config(config)
-
-
-def test_rejects_min_workers_above_global_max(config: dict[str, Any]) -> None:
-    config["available_node_types"]["cpu_worker"]["min_workers"] = config["max_workers"] + 1
-    with pytest.raises(ValueError, match="max_workers"):
-        validate_config(config)
-
-
-def test_rejects_unknown_head_node_type(config: dict[str, Any]) -> None:
-    config["head_node_type"] = "does_not_exist"
-    with pytest.raises(ValueError, match="head_node_type"):
-        validate_config(config)
+def test_nodes_install_the_torch_the_project_pins(config: dict[str, Any]) -> None:
+    """The cluster's torch is the one the Makefile installs and CI tests (a loose or different
+    spec on a node pulls another build, on GPU nodes a multi-GB CUDA one)."""
+    makefile = (CLUSTER_YAML.parent / "Makefile").read_text()
+    pinned = {word for word in makefile.split() if word.startswith("torch==")}
+    installed = {word.strip("'\"") for command in config["setup_commands"]
+                 for word in shlex.split(command) if word.startswith("torch")}
+    assert len(pinned) == 1 and installed == pinned, (installed, pinned)

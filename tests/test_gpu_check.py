@@ -1,5 +1,8 @@
 """bench/gpu_check.sh must work the first time a GPU appears: its dry run (every step on CPU at
-tiny sizes) runs here, and its report is checked for every step's figures."""
+tiny sizes) runs here, and its report is checked for every step's figures, and those figures
+against an independent count: the tokens of the same sentences, the padding of length-sorted
+batches, the FLOPs of a BERT forward pass over them, and the rates and fractions made of
+those and the reported seconds."""
 
 from __future__ import annotations
 
@@ -12,20 +15,70 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ["gpu_tests", "embed", "ditto_memory", "train"]
+MODEL = "all-MiniLM-L6-v2"  # gpu_check's default --model
+SENTENCES, BATCH_SIZE, MEMORY_BATCH, MEMORY_TOKENS = 16, 8, 2, 8  # the dry run's sizes here
+
+# The corpus of the dry run: long and short sentences alternate, so batches cut in file order
+# would pad every short one to a long one's length, and length-sorted batches do not; the blank
+# lines are no sentences; the last two lines lie beyond --sentences.
+CORPUS_SENTENCES = [
+    "The committee met on a wet Tuesday in March to review the budget for the new library, the "
+    "repairs to the old bridge and the long list of complaints about the bus timetable.",
+    "Rain fell.",
+    "After three hours of debate the members agreed that the bridge could wait another year, "
+    "but that the library would open in the autumn whatever the weather did.",
+    "She laughed.",
+    "Nobody in the village remembered a summer so dry that the river could be crossed on foot "
+    "from the mill to the church without wetting one's ankles.",
+    "It is late.",
+    "The new timetable, printed in small grey letters on thin paper, was pinned to every "
+    "shelter along the valley road before anyone had read it through.",
+    "Come in, please.",
+    "A surveyor from the county arrived in a borrowed car, measured the arches twice, and "
+    "declared in a letter of four pages that they would stand for a century.",
+    "Dogs bark.",
+    "The librarian ordered two hundred books on gardening, local history and navigation, "
+    "because those were the subjects people had asked for at the meeting.",
+    "Why not?",
+    "By the first frost the shelves were full, the heating worked in every room but one, and "
+    "the children had taken over the reading corner beside the tall window.",
+    "Thank you.",
+    "Everyone agreed, when the first year's accounts were read aloud at the spring meeting, "
+    "that the money had been better spent than anyone had dared to expect.",
+    "The end.",
+    "This sentence is the seventeenth, beyond the dry run's sixteen.",
+    "So is this one.",
+]
 
 
-@pytest.mark.slow
-def test_dry_run_reports_every_step(tmp_path):
-    out = tmp_path / "gpu_check"
+def write_corpus(path: Path) -> None:
+    lines = ["", *CORPUS_SENTENCES[:4], "   ", *CORPUS_SENTENCES[4:10], "", "",
+             *CORPUS_SENTENCES[10:]]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> tuple[dict, str, str]:
+    """The report, the markdown table and the wrapper's stdout of one dry run."""
+    tmp_path = tmp_path_factory.mktemp("gpu_check")
+    out, corpus = tmp_path / "gpu_check", tmp_path / "corpus.txt"
+    write_corpus(corpus)
     # tests and training are skipped (minutes of Ray on 2 cores); the full dry run is
     # `bash bench/gpu_check.sh --dry-run`
     done = subprocess.run(
         ["bash", str(ROOT / "bench" / "gpu_check.sh"), "--dry-run", "--skip-tests",
-         "--skip-train", "--out", str(out), "--sentences", "16", "--batch-size", "8",
-         "--memory-batch", "2", "--memory-tokens", "8"],
+         "--skip-train", "--out", str(out), "--corpus", str(corpus), "--sentences",
+         str(SENTENCES), "--batch-size", str(BATCH_SIZE), "--memory-batch", str(MEMORY_BATCH),
+         "--memory-tokens", str(MEMORY_TOKENS)],
         cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())
+    return report, (out / "gpu_check.md").read_text(), done.stdout
+
+
+@pytest.mark.slow
+def test_dry_run_reports_every_step(dry_run):
+    report, table, stdout = dry_run
     assert list(report["steps"]) == STEPS and report["failed_steps"] == []
     assert report["dry_run"] and report["environment"]["torch"]
     steps = report["steps"]
@@ -35,30 +88,110 @@ def test_dry_run_reports_every_step(tmp_path):
     embed = steps["embed"]["runs"]
     assert [(r["pooling"], r["precision"]) for r in embed] == [
         ("mean", "fp32"), ("ditto fast", "fp32"), ("ditto eager", "fp32")]
-    for run in embed:
-        assert "error" not in run
-        for key in ("encode_sentences_per_s", "forward_sentences_per_s", "real_tokens_per_s",
-                    "model_tflops_per_s", "matmul_tflops_per_s", "fraction_of_matmul"):
-            assert run[key] > 0, (run["pooling"], key)
-        assert 0 < run["real_tokens"] <= run["padded_tokens"]
-        assert run["sentences"] == 16 and run["fraction_of_peak"] is None  # CPU: no peak
     assert [r["fast_ditto"] for r in embed] == [False, True, False]
+    for run in embed:
+        assert "error" not in run and run["device"] == "cpu"
+        assert run["sentences"] == SENTENCES and run["batch_size"] == BATCH_SIZE
+        assert run["fraction_of_peak"] is None and run["peak_tflops"] is None  # CPU: no peak
+        assert run["peak_basis"] == "CPU: no peak table"
 
     memory = steps["ditto_memory"]["runs"]
     assert [r["ditto_impl"] for r in memory] == ["fast", "eager"]
     for run in memory:
         assert "error" not in run and run["forward_seconds"] > 0
-        assert run["embedding_shape"] == [2, 384]
+        assert run["embedding_shape"] == [MEMORY_BATCH, 384]  # all-MiniLM-L6-v2: 384 wide
         assert run["peak_allocated_mib"] is None  # not measurable on CPU, said so in the note
     assert "CPU" in steps["ditto_memory"]["note"]
 
-    table = (out / "gpu_check.md").read_text()
     assert "| ditto eager | fp32 |" in table and "| embed | ok |" in table
-    assert table.strip() in done.stdout  # the wrapper prints it
+    for run in embed:  # the table shows the JSON's figures
+        assert (f"| {run['pooling']} | fp32 | {run['encode_sentences_per_s']:,.0f} | "
+                f"{run['forward_sentences_per_s']:,.0f} |") in table
+    assert table.strip() in stdout  # the wrapper prints it
     again = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--markdown",
-                            str(out / "gpu_check.json")], capture_output=True, text=True,
-                           check=True)
+                            str(Path(report["config"]["out"]) / "gpu_check.json")],
+                           capture_output=True, text=True, check=True)
     assert again.stdout.strip() == table.strip()
+
+
+def bert_forward_flops(config, shapes: list[tuple[int, int]]) -> int:
+    """2 FLOPs per multiply-add of every matrix product of a BERT encoder over padded (B, T)
+    batches, written out product by product as (rows, inner, columns) for one sentence: the
+    Q, K, V and output projections, the feed-forward pair, the scores Q K^T and their product
+    with V. Embeddings, norms and the softmax are left out, as gpu_check documents."""
+    d, inner = config.hidden_size, config.intermediate_size
+    total = 0
+    for batch, tokens in shapes:
+        products = [(tokens, d, d)] * 4 + [(tokens, d, inner), (tokens, inner, d),
+                                           (tokens, d, tokens), (tokens, tokens, d)]
+        total += config.num_hidden_layers * batch * sum(2 * m * k * n for m, k, n in products)
+    return total
+
+
+def rounding_span(value: float, decimals: int) -> tuple[float, float]:
+    """Where the exact value of a figure the JSON rounded to `decimals` lies."""
+    half = 0.5 * 10 ** -decimals
+    return value - half, value + half
+
+
+def assert_quotient(reported: float, numerator: float, denominator: tuple[float, float],
+                    decimals: int, what: str) -> None:
+    """`reported` is numerator / d rounded to `decimals`, for some d in the `denominator` span
+    (the exact seconds and TFLOP/s behind the rounded ones in the JSON). The span, not a
+    relative tolerance, is the allowance: it is exactly what the rounding can account for."""
+    low, high = denominator
+    assert low > 0, what
+    smallest, largest = rounding_span(numerator / high, decimals)[0], rounding_span(
+        numerator / low, decimals)[1]
+    slack = 1e-9 * abs(reported)  # float error of the quotients above, not of gpu_check's
+    assert smallest - slack <= reported <= largest + slack, (what, reported, smallest, largest)
+
+
+@pytest.mark.slow
+def test_dry_run_embed_figures_match_an_independent_count(dry_run, tokenizer):
+    from sentray.encode.model_info import default_max_length
+    from sentray.encode.model_loading import load_config
+
+    report = dry_run[0]
+    # the first --sentences non-blank corpus lines, truncated as SentenceEncoder truncates
+    sentences = CORPUS_SENTENCES[:SENTENCES]
+    ids = tokenizer(sentences, truncation=True, max_length=default_max_length(MODEL, tokenizer))
+    lengths = sorted((len(row) for row in ids["input_ids"]), reverse=True)
+    batches = [lengths[i:i + BATCH_SIZE] for i in range(0, len(lengths), BATCH_SIZE)]
+    shapes = [(len(batch), batch[0]) for batch in batches]  # (B, T): longest first, no more pad
+    tflop = bert_forward_flops(load_config(MODEL), shapes) / 1e12
+    runs = report["steps"]["embed"]["runs"]
+    # one matrix product measured per precision, set against all three poolings
+    assert len({run["matmul_tflops_per_s"] for run in runs}) == 1
+    for run in runs:
+        name = run["pooling"]
+        assert run["forward_passes"] == len(shapes), name
+        assert run["real_tokens"] == sum(lengths), name
+        assert run["padded_tokens"] == sum(b * t for b, t in shapes), name
+        assert abs(run["model_tflop"] - tflop) <= 0.5e-4 + 1e-12, name  # 4 decimals
+        forward = rounding_span(run["forward_seconds"], 4)
+        matmul = rounding_span(run["matmul_tflops_per_s"], 3)
+        assert_quotient(run["forward_sentences_per_s"], SENTENCES, forward, 1, name)
+        assert_quotient(run["encode_sentences_per_s"], SENTENCES,
+                        rounding_span(run["encode_seconds"], 4), 1, name)
+        assert_quotient(run["real_tokens_per_s"], sum(lengths), forward, 1, name)
+        assert_quotient(run["model_tflops_per_s"], tflop, forward, 4, name)
+        # model TFLOP/s over the matmul's: seconds x matmul TFLOP/s is the denominator
+        assert_quotient(run["fraction_of_matmul"], tflop,
+                        (forward[0] * matmul[0], forward[1] * matmul[1]), 4, name)
+
+
+@pytest.mark.slow
+def test_dry_run_memory_figures_match_an_independent_count(dry_run):
+    from sentray.encode.model_loading import load_config
+
+    runs = dry_run[0]["steps"]["ditto_memory"]["runs"]
+    # one synthetic (batch, tokens) batch with an all-ones mask: no padding to leave out
+    tflop = bert_forward_flops(load_config(MODEL), [(MEMORY_BATCH, MEMORY_TOKENS)]) / 1e12
+    for run in runs:
+        assert (run["batch"], run["tokens"]) == (MEMORY_BATCH, MEMORY_TOKENS)
+        assert_quotient(run["model_tflops_per_s"], tflop, rounding_span(run["forward_seconds"], 4),
+                        4, run["ditto_impl"])
 
 
 def test_markdown_shows_a_failed_step(tmp_path):

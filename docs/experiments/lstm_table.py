@@ -8,7 +8,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from sentray.sts import mean_std_table
+from sentray.evaluation.sts import mean_std_table
 
 LABELS = {"lstm": "LSTM (torch.nn.LSTM)", "sifter": "SIFTER-LSTM"}
 

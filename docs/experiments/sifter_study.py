@@ -165,7 +165,7 @@ def dev_choice(runs: list[dict], objective: str) -> float | None:
 
 def tables(args) -> str:
     """The Markdown tables of docs/results.md from the runs under --out."""
-    from sentray.sts import SHORT_NAMES
+    from sentray.evaluation.sts import SHORT_NAMES
 
     root = Path(args.out)
     out = []

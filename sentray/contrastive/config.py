@@ -1,0 +1,137 @@
+"""`TrainConfig`: one SIFTER-SimCSE or unsupervised SimCSE training run, validated on
+construction (before any cluster resource is requested); `resolved()` decides what depends on
+the model (its read-out) and the run's name."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from sentray.contrastive.objectives import Objective, SifterWeights, objective_views
+from sentray.encode.config import EncoderConfig, Precision
+from sentray.encode.model_loading import DEFAULT_MODEL
+from sentray.encode.pooling_catalog import DITTO_POOLINGS, canonical_pooling
+from sentray.kit.validation import check_choices
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. Defaults are the SIFTER paper's (after ESimCSE/SimCSE)."""
+
+    input: str = "out/augmented"  # jobs/augment.py's output folder, local or s3://
+    output: str = "out/train"  # runs, checkpoints and OUTPUT/best, OUTPUT/best-st (or s3://)
+    name: str | None = None  # run name under OUTPUT; rerunning a name resumes (default: objective)
+    model: str = DEFAULT_MODEL  # initial encoder: HF id, local dir or packaged name
+    # sifter: X-Y, X-Z, Y-Z InfoNCE; simcse: X under two dropout masks
+    objective: Objective = "sifter"
+    # The sentence embedding (see sentray.encode.pooling_catalog). None: the model's own read-out (a
+    # sentence-transformers model's 1_Pooling, a sentray export's sentray.json), else the paper's
+    # [CLS] (a raw encoder such as bert-base-uncased).
+    pooling: str | None = None
+    head: str | None = None  # Ditto head L-H, for the Ditto poolings (default: the model's known one)
+    # MLP (Linear + Tanh) over the pooling at train time only, dropped at export, as SimCSE.
+    # auto: on, unless the pooling is the model's own read-out, which is trained as it is.
+    mlp: bool | None = None
+    dropout: float = 0.15  # the encoder's dropout while training
+    temperature: float = 0.05  # InfoNCE temperature tau
+    # SIFTER weights of X-Y, X-Z, Y-Z and optionally a 4th of SimCSE's X-X' dropout pair; the
+    # views of zero-weight pairs are not encoded
+    lambdas: SifterWeights = SifterWeights()
+    max_length: int = 32  # training truncation in tokens (SimCSE's default)
+    batch_size: int = 64  # global batch, split evenly over the workers
+    lr: float = 1e-5  # AdamW learning rate
+    weight_decay: float = 0.0  # AdamW weight decay (not on biases and LayerNorm weights)
+    warmup_ratio: float = 0.0  # share of the run's steps with a linear lr warm-up from 0
+    # clip the gradient's global norm (SimCSE, sentence-transformers); 0 or None: no clipping
+    max_grad_norm: float | None = 1.0
+    epochs: int = 1  # passes over the input
+    # Cap on optimizer steps. The run is then max_steps long and so is its schedule: warm-up and
+    # linear decay to 0 at the run's last step (Hugging Face Trainer's max_steps rule).
+    max_steps: int | None = None
+    eval_steps: int = 125  # score STS-B dev (rank 0), report and checkpoint every N steps
+    eval_batch_size: int = 64  # sentences per forward pass when scoring STS-B dev
+    seed: int = 42  # epoch order, dropout masks and the MLP's initial weights
+    data_dir: str | None = None  # SentEval folder for STS-B dev (default: $SENTRAY_DATA_DIR)
+    workers: int = 1  # DDP workers
+    use_gpu: bool = False  # one GPU per worker
+    cpus_per_worker: float = 1.0  # CPUs per worker, also its torch threads on CPU
+    precision: Precision = "fp32"  # AMP dtype on GPU
+    max_failures: int = 3  # worker-group restarts from the last checkpoint before giving up
+    keep_checkpoints: int = 1  # best checkpoints by STS-B dev kept besides the latest
+    log_steps: int = 10  # one log line every N steps
+    address: str | None = None  # Ray cluster (default: $RAY_ADDRESS, else a local one on 127.0.0.1)
+    num_cpus: int | None = None  # logical CPUs of a local cluster (default: workers x cpus + 2)
+    s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL)
+    fail_at_step: int | None = None  # fault drill: the last worker dies once at this step
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if self.pooling is not None:
+            object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
+            if self.head is not None and self.pooling not in DITTO_POOLINGS:
+                raise ValueError(f"head is only used by the Ditto poolings, not {self.pooling!r}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.max_grad_norm == 0:  # 0, as in the Hugging Face Trainer: no clipping
+            object.__setattr__(self, "max_grad_norm", None)
+        if self.max_grad_norm is not None and self.max_grad_norm < 0:
+            raise ValueError(f"max_grad_norm must be > 0 (or None: no clipping), got "
+                             f"{self.max_grad_norm}")
+        positive = {"batch_size": self.batch_size, "epochs": self.epochs,
+                    "eval_steps": self.eval_steps, "workers": self.workers,
+                    "eval_batch_size": self.eval_batch_size, "log_steps": self.log_steps,
+                    "max_length": self.max_length - 1, "keep_checkpoints": self.keep_checkpoints}
+        for name, value in positive.items():
+            if value < 1:
+                raise ValueError(f"{name} must be >= {1 + (name == 'max_length')}, got "
+                                 f"{getattr(self, name)}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.batch_size % self.workers:
+            raise ValueError(f"the global batch size {self.batch_size} must be divisible by the "
+                             f"number of workers {self.workers}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.temperature <= 0 or self.lr <= 0 or self.weight_decay < 0:
+            raise ValueError("temperature and lr must be > 0 and weight_decay >= 0, got "
+                             f"{self.temperature}, {self.lr}, {self.weight_decay}")
+        if self.precision != "fp32" and not self.use_gpu:
+            raise ValueError(f"precision {self.precision!r} is AMP on GPU; add --use-gpu or use "
+                             "fp32")
+        if self.cpus_per_worker <= 0 or self.max_failures < 0:
+            raise ValueError("cpus_per_worker must be > 0 and max_failures >= 0")
+        if self.name is not None and (not self.name or "/" in self.name):
+            raise ValueError(f"run name must be a non-empty folder name, got {self.name!r}")
+
+    def resolved(self) -> TrainConfig:
+        """This config with the read-out and the run name decided: pooling and mlp, when not
+        given, are the model's own read-out without an MLP (training a new read-out on a
+        sentence model trained for another throws its training away), else [CLS] + the
+        train-time MLP (SimCSE's and the paper's setting for a raw encoder); a Ditto pooling
+        without a head takes the model's known one (ValueError without one); the name
+        defaults to the objective."""
+        from sentray.encode.model_info import own_pooling
+
+        config, own = self, None
+        if config.pooling is None or config.mlp is None:
+            own = own_pooling(config.model)
+        if config.pooling is None:
+            pooling, head = own or ("cls_before_pooler", None)
+            config = dataclasses.replace(config, pooling=pooling, head=config.head or head)
+        if config.mlp is None:
+            is_own = own is not None and canonical_pooling(own[0]) == config.pooling
+            config = dataclasses.replace(config, mlp=not is_own)
+        if config.pooling in DITTO_POOLINGS:  # the model's known head, or an error asking for one
+            config = dataclasses.replace(config, head=EncoderConfig(
+                model=config.model, pooling=config.pooling, head=config.head).resolved().head)
+        return dataclasses.replace(config, name=config.name or config.objective)
+
+    @property
+    def views(self) -> int:
+        """Views encoded per sentence and step."""
+        return len(objective_views(self.objective, self.lambdas))
+
+    @property
+    def local_batch_size(self) -> int:
+        return self.batch_size // self.workers
+

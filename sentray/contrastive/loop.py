@@ -1,0 +1,268 @@
+"""The contrastive trainer's loop on each Ray Train worker (`train_loop_per_worker`): it reads its
+rows with `ray.train.get_dataset_shard`, trains a `ContrastiveModel` wrapped by `prepare_model`,
+and calls `ray.train.report` every `eval_steps` with a checkpoint (rank 0 scores STS-B dev first).
+
+Reproducibility and resumption are designed in, not hoped for:
+- each epoch's order is a sort on a hash of (seed, epoch, row id) (`sentray.contrastive.
+  input_data`), so it does not depend on how Ray Data happens to schedule blocks; every worker
+  reads the epoch in that order and takes its slice of each global batch (rank r: rows
+  [r*b, (r+1)*b) of the global batch);
+- dropout masks come from a generator seeded by (seed, rank, step) at every step;
+- a checkpoint carries the model, optimizer, scheduler (and grad scaler) state and the step, so
+  a run restarted after a lost worker, or rerun under the same name, continues from the step it
+  reached and ends where an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from sentray.contrastive.checkpoints import Checkpointing
+from sentray.contrastive.config import TrainConfig
+from sentray.contrastive.losses import gather_with_local_grad, objective_loss
+from sentray.contrastive.model import PARTIAL_POOLINGS, ContrastiveModel, build_model, encode_views
+from sentray.contrastive.objectives import objective_views
+from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
+from sentray.contrastive.view_tokens import tokenize_batch
+from sentray.encode.config import EncoderConfig
+from sentray.encode.encoder import SentenceEncoder
+from sentray.encode.model_loading import load_tokenizer
+from sentray.evaluation import sts
+from sentray.evaluation.senteval import PairSet
+from sentray.kit import storage
+from sentray.training.keep_best import EvalHistory
+from sentray.training.plan import StepPlan, step_seed
+from sentray.training.ray_train import worker_setup
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """What every worker of a run is handed with the loop."""
+
+    config: TrainConfig  # resolved
+    plan: StepPlan
+    dev: PairSet  # STS-B dev, scored on rank 0
+    fault_marker: str | None = None  # the fault drill's once-only marker file (fail_at_step)
+
+
+def train_loop_per_worker(loop: LoopConfig) -> None:
+    """Ray Train's per-worker function (handed `loop` by `sentray.training.ray_train.fit`)."""
+    WorkerRun(loop).train()
+
+
+@dataclass
+class Window:
+    """What a worker measures between two reports."""
+
+    losses: list
+    grad_norms: list
+    step_seconds: list  # wall time per step, batch fetch included, reports excluded
+    backbones: int = 0  # Y views with a backbone ...
+    backbones_whole: int = 0  # ... and with all of it
+
+    @classmethod
+    def empty(cls) -> Window:
+        return cls([], [], [])
+
+    def summary(self) -> dict:
+        return {"loss": float(np.mean(self.losses)) if self.losses else None,
+                "seconds_per_step": float(np.mean(self.step_seconds)) if self.step_seconds
+                else None,
+                "grad_norm": float(np.mean(self.grad_norms)) if self.grad_norms else None,
+                "backbone_whole_share": (self.backbones_whole / self.backbones
+                                         if self.backbones else None)}
+
+
+class WorkerRun:
+    """One worker's part of a run: its model (restored from the latest checkpoint when there
+    is one), optimizer, schedule and evaluation history, and the steps it still trains."""
+
+    def __init__(self, loop: LoopConfig) -> None:
+        import ray.train
+
+        self.loop, self.config, self.plan = loop, loop.config, loop.plan
+        config = self.config
+        self.rank, self.world, self.device = worker_setup(config.workers, config.cpus_per_worker)
+        self.local_batch = config.local_batch_size
+        self.rows = slice(self.rank * self.local_batch, (self.rank + 1) * self.local_batch)
+        self.tokenizer = load_tokenizer(config.model)
+        restored = self._build(ray.train.get_checkpoint())
+        self.history = EvalHistory.restore("stsb_dev", restored.get("history", []))
+        self.step, self.initial = restored.get("step", 0), restored.get("initial_stsb_dev")
+        self.evaluator = None
+        if self.rank == 0:
+            self.evaluator = SentenceEncoder(
+                EncoderConfig(model=config.model, pooling=config.pooling, head=config.head,
+                              batch_size=config.eval_batch_size, device=str(self.device)),
+                model=self.bare.encoder, tokenizer=self.tokenizer)
+            if restored:
+                logger.info("resuming at step %d of %d", self.step, self.plan.total_steps)
+            else:  # the starting point every checkpoint is compared with
+                self.initial = self._score_dev()
+                logger.info("step 0: STS-B dev %.2f (the initial model)", self.initial)
+        self.model.train()
+
+    def _build(self, checkpoint) -> dict:
+        """Model, optimizer, schedule and AMP scaler, restored from `checkpoint` if given;
+        returns the checkpoint's state ({} without one)."""
+        import ray.train.torch
+
+        config, restored = self.config, {}
+        with checkpoint.as_directory() if checkpoint else contextlib.nullcontext() as folder:
+            torch.manual_seed(config.seed)  # the MLP starts the same on every run
+            model = build_model(config, str(Path(folder) / Checkpointing.MODEL) if folder
+                                else None)
+            if folder:
+                if model.mlp is not None:
+                    model.mlp.load_state_dict(torch.load(Path(folder) / Checkpointing.HEAD))
+                restored = torch.load(Path(folder) / Checkpointing.STATE, weights_only=False)
+        model.train()
+        ddp = {"find_unused_parameters": config.pooling in PARTIAL_POOLINGS}
+        self.model = ray.train.torch.prepare_model(model, parallel_strategy_kwargs=ddp)
+        self.bare: ContrastiveModel = getattr(self.model, "module", self.model)
+        self.optimizer = adamw(self.model, config.lr, config.weight_decay)
+        self.scheduler = linear_schedule(self.optimizer, self.plan.total_steps,
+                                         self.plan.warmup_steps(config.warmup_ratio))
+        self.amp = self.device.type == "cuda" and config.precision != "fp32"
+        self.amp_dtype = torch.float16 if config.precision == "fp16" else torch.bfloat16
+        self.scaler = (torch.amp.GradScaler("cuda") if self.amp and config.precision == "fp16"
+                       else None)
+        if restored:
+            self.optimizer.load_state_dict(restored["optimizer"])
+            self.scheduler.load_state_dict(restored["scheduler"])
+            if self.scaler is not None and restored.get("scaler"):
+                self.scaler.load_state_dict(restored["scaler"])
+        return restored
+
+    def _epoch_batches(self, epoch: int, skip: int):
+        """The global batches of `epoch` in its seeded order, after the first `skip`."""
+        import ray.train
+
+        shard = ray.train.get_dataset_shard(f"epoch_{epoch}")
+        batches = shard.iter_batches(batch_size=self.config.batch_size, batch_format="numpy",
+                                     drop_last=True)
+        return itertools.islice(batches, skip, None)
+
+    def train(self) -> None:
+        """Every step after the restored one, a report (and checkpoint) at each evaluation."""
+        window, batches, epoch = Window.empty(), None, None
+        started, done, mark = time.perf_counter(), self.step, None
+        for step in self.plan.steps(done):
+            if step.epoch != epoch:
+                batches, epoch = self._epoch_batches(step.epoch, step.batch), step.epoch
+            batch = next(batches)
+            self.step = step.number
+            _maybe_fail(self.loop.fault_marker, self.config, self.rank, self.world, step.number)
+            loss = self._train_step(batch, window)
+            now = time.perf_counter()
+            if mark is not None:
+                window.step_seconds.append(now - mark)
+            mark = now
+            if self.rank == 0 and self.plan.logs_at(step.number):
+                logger.info("step %d/%d epoch %d loss %.4g grad norm %.3g lr %.3g (%.2f "
+                            "steps/s)", step.number, self.plan.total_steps, step.epoch, loss,
+                            window.grad_norms[-1], self.scheduler.get_last_lr()[0],
+                            (step.number - done) / (time.perf_counter() - started))
+            if self.plan.evaluates_at(step.number):
+                self._report({"step": step.number, "epoch": step.epoch, **window.summary()})
+                window, mark = Window.empty(), time.perf_counter()
+
+    def _train_step(self, batch: dict, window: Window) -> float:
+        """One optimizer step on this worker's rows of `batch`; returns the loss."""
+        config = self.config
+        groups = tokenize_batch(self.tokenizer, batch, config.objective, self.rows,
+                                config.max_length, config.lambdas)
+        window.backbones += sum(g.tokens.backbones for g in groups)
+        window.backbones_whole += sum(g.tokens.backbones_whole for g in groups)
+        torch.manual_seed(step_seed(config.seed, self.rank, self.step))  # this step's dropout
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
+            local_views = encode_views(self.model, groups, objective_views(
+                config.objective, config.lambdas), self.local_batch, self.device)
+        views = [gather_with_local_grad(v) for v in local_views]
+        loss = objective_loss(config.objective, views, config.lambdas, config.temperature)
+        window.grad_norms.append(clipped_step(self.model, loss, self.optimizer, self.scaler,
+                                              config.max_grad_norm))
+        self.scheduler.step()
+        window.losses.append(float(loss.detach()))
+        return window.losses[-1]
+
+    def _score_dev(self) -> float:
+        """STS-B dev Spearman x 100 of the encoder as exported: dropout off while scoring (eval
+        mode; inference mode alone leaves dropout on), back to train mode after."""
+        self.model.eval()
+        try:
+            return sts.score_pairs(self.evaluator, self.loop.dev)
+        finally:
+            self.model.train()
+
+    def _report(self, record: dict) -> None:
+        """Score STS-B dev (rank 0), check the replicas agree, report; rank 0 checkpoints."""
+        import ray.train
+
+        record.update(lr=self.scheduler.get_last_lr()[0], **_checksums(self.bare))
+        if self.evaluator is not None:
+            started = time.perf_counter()
+            record["stsb_dev"] = self._score_dev()
+        self.history.add(record)
+        if self.evaluator is not None:
+            record["best_stsb_dev"] = self.history.best_score
+            logger.info("step %d: STS-B dev %.2f (best %.2f, initial %.2f), loss %.4g, scored "
+                        "in %.1f s", self.step, record["stsb_dev"], self.history.best_score,
+                        self.initial, record["loss"] or float("nan"),
+                        time.perf_counter() - started)
+        if self.rank != 0:
+            ray.train.report(record)
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            Checkpointing.save(Path(folder), self.bare, self.tokenizer, self.optimizer,
+                               self.scheduler, self.scaler,
+                               {"step": self.step, "history": self.history.records,
+                                "initial_stsb_dev": self.initial})
+            ray.train.report(record, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+
+def _maybe_fail(marker: str | None, config: TrainConfig, rank: int, world: int,
+                step: int) -> None:
+    """The fault drill: the last worker's process dies at `fail_at_step`, once per run."""
+    if marker is None or step != config.fail_at_step or rank != world - 1:
+        return
+    location = storage.locate(marker, config.s3_endpoint)
+    if storage.exists(location):
+        return
+    location.filesystem.create_dir(location.path.rsplit("/", 1)[0], recursive=True)
+    with location.filesystem.open_output_stream(location.path) as f:
+        f.write(b"failed once here\n")
+    logger.warning("fault drill: worker %d exits at step %d", rank, step)
+    os._exit(1)
+
+
+def parameter_checksum(model: nn.Module) -> float:
+    """Sum of all trainable parameters in float64: equal on every worker when DDP is in sync."""
+    with torch.no_grad():
+        return float(sum(p.double().sum() for p in model.parameters() if p.requires_grad))
+
+
+def _checksums(model: nn.Module) -> dict:
+    """This worker's parameter checksum and the spread of all workers' (0: in sync)."""
+    import torch.distributed as dist
+
+    checksum = torch.tensor([parameter_checksum(model)], dtype=torch.float64)
+    spread = 0.0
+    if dist.is_available() and dist.is_initialized():
+        sums = [torch.zeros_like(checksum) for _ in range(dist.get_world_size())]
+        dist.all_gather(sums, checksum)
+        spread = float(max(sums) - min(sums))
+    return {"param_checksum": float(checksum), "param_spread": spread}

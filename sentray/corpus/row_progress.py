@@ -1,0 +1,94 @@
+"""Rows written / rows in, rate and time left, for a corpus job: `RowProgress`. On a terminal a
+tqdm bar; in a log (stderr not a terminal) one line every `every` seconds. It counts from the
+part names the job writes (`sentray.corpus.part_files`), so it needs nothing from the actors.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from sentray.corpus import part_files
+from sentray.corpus.sources import Source, estimate_rows
+from sentray.kit import storage
+from sentray.kit.progress_bars import on_terminal
+
+logger = logging.getLogger(__name__)
+
+
+def rows_written(folders: Sequence[storage.Location], source_key: str) -> int:
+    """Rows of one source already in `folders`: each row range once, wherever it went (an
+    augmentation writes a range's kept and rejected rows to two folders)."""
+    ranges = {(first, end) for folder in folders
+              for first, end, _, _ in part_files.row_ranges(folder, source_key)}
+    return sum(end - first for first, end in ranges)
+
+
+class RowProgress:
+    """Rows written by a corpus job, polled from its folders by a background thread."""
+
+    def __init__(self, folders: Sequence[storage.Location], sources: Sequence[Source], *,
+                 every: float = 10.0, poll: float = 1.0) -> None:
+        self.folders, self.sources = list(folders), list(sources)
+        self.total = sum(estimate_rows(source) for source in sources)
+        self.exact = all(source.num_rows is not None for source in sources)
+        self.every, self.poll = every, poll
+        self.done = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._bar = None
+        self._started = time.monotonic()
+
+    def count(self) -> int:
+        return sum(rows_written(self.folders, source.key) for source in self.sources)
+
+    def line(self, seconds: float) -> str:
+        rate = self.done / seconds if seconds > 0 else 0.0
+        total = f"{self.total:,}" if self.exact else f"~{self.total:,}"
+        left = (f", about {max(self.total - self.done, 0) / rate:.0f} s left"
+                if rate > 0 and self.done < self.total else "")
+        return f"{self.done:,}/{total} rows, {rate:,.0f} rows/s{left}"
+
+    def __enter__(self) -> RowProgress:
+        if on_terminal():
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=self.total, unit="rows", dynamic_ncols=True,
+                             desc="rows" if self.exact else "rows (estimated total)")
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="RowProgress", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        last_line = time.monotonic()
+        while not self._stop.wait(self.poll):
+            self._update()
+            now = time.monotonic()
+            if self._bar is None and now - last_line >= self.every:
+                logger.info("%s", self.line(now - self._started))
+                last_line = now
+
+    def _update(self) -> None:
+        try:
+            done = self.count()
+        except OSError:  # a listing that failed (S3 hiccup): the next poll tries again
+            return
+        if self._bar is not None:
+            if done > self._bar.total:
+                self._bar.total = done
+            self._bar.update(done - self._bar.n)
+        self.done = done
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._update()
+        if self._bar is not None:
+            self._bar.close()
+        else:  # the log's one closing line
+            self.total, self.exact = max(self.total, self.done), True
+            logger.info("%s", self.line(time.monotonic() - self._started))

@@ -1,0 +1,205 @@
+"""The input of a corpus job: `CorpusConfig` (where the sentences are and how to read them)
+and its `Source`s, one per input file, each checked before anything runs: a file that cannot
+be read at all (corrupt Parquet, a missing text column) stops the job before it starts, naming
+the file. Text files are split into lines by `decode_lines`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import posixpath
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import tyro
+
+from sentray.kit import storage
+from sentray.kit.validation import check_choices
+
+logger = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = (".txt", ".text")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+INVALID_UTF8 = "invalid_utf8"
+Format = Literal["auto", "parquet", "text"]
+
+
+def sample_corpus() -> str:
+    """The bundled 1,000-sentence Brown sample (the corpus jobs' default input)."""
+    from importlib import resources
+
+    return str(resources.files("sentray") / "data" / "sample.txt")
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """Where the sentences are and how to read them."""
+
+    # file or folder (local or s3://), comma-separated for several; text files hold one
+    # sentence per line (default: the bundled 1,000-sentence Brown sample)
+    input: str | None = None
+    text_column: str = "text"  # Parquet column holding the text
+    id_column: str | None = None  # Parquet column holding ids (default: ids are <file>:<row>)
+    format: Format = "auto"  # input format (auto: by suffix: .parquet/.pq, .txt/.text)
+    s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)
+    # Parquet row groups are grouped up to about this many rows per read task
+    rows_per_read_task: Annotated[int, tyro.conf.Suppress] = 200_000
+    # rows per emitted block (the unit handed to one actor call; set by pipeline.block_rows)
+    rows_per_block: Annotated[int, tyro.conf.Suppress] = 1024
+    # add `previous_text`: the text of the row before, in file order (set by the augmentation)
+    with_previous_text: Annotated[bool, tyro.conf.Suppress] = False
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if self.input is None:
+            object.__setattr__(self, "input", sample_corpus())
+        if not self.input:
+            raise ValueError("no input given")
+        if not self.text_column:
+            raise ValueError("text_column is empty")
+        if self.rows_per_read_task < 1 or self.rows_per_block < 1:
+            raise ValueError("rows_per_read_task and rows_per_block must be >= 1")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input file."""
+
+    uri: str  # as shown to users
+    path: str  # as its filesystem reads it
+    filesystem: object = field(repr=False, compare=False)
+    name: str = ""  # relative name used in default ids
+    format: str = "text"
+    num_rows: int | None = None  # known up front for Parquet
+    row_groups: tuple[int, ...] = ()  # Parquet: rows per row group
+
+    @property
+    def key(self) -> str:
+        """A folder name for this source's output: its file name, made unique by a hash of its
+        full path (the same file gets the same key whether listed alone or in a folder)."""
+        digest = hashlib.sha1(self.uri.encode()).hexdigest()[:10]
+        base = posixpath.basename(self.uri)
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", base)[-80:].lstrip("._") or "source"
+        return f"{stem}-{digest}"
+
+
+def _format_of(path: str, forced: Format) -> str | None:
+    if forced != "auto":
+        return forced
+    lower = path.lower()
+    if lower.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if lower.endswith(TEXT_SUFFIXES):
+        return "text"
+    return None
+
+
+def _check_parquet(source: Source, config: CorpusConfig) -> Source:
+    try:
+        with source.filesystem.open_input_file(source.path) as handle:
+            metadata = pq.ParquetFile(handle).metadata
+            schema = metadata.schema.to_arrow_schema()
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
+        raise ValueError(f"{source.uri} is not a readable Parquet file: {exc}") from exc
+    for column in filter(None, (config.text_column, config.id_column)):
+        if column not in schema.names:
+            raise ValueError(f"{source.uri} has no column {column!r}; its columns are "
+                             f"{schema.names} (choose with --text-column / --id-column)")
+    text_type = schema.field(config.text_column).type
+    if pa.types.is_dictionary(text_type):
+        text_type = text_type.value_type
+    if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)
+            or pa.types.is_binary(text_type) or pa.types.is_large_binary(text_type)
+            or pa.types.is_null(text_type)):
+        raise ValueError(f"{source.uri}: text column {config.text_column!r} has type "
+                         f"{text_type}, expected a string column")
+    row_groups = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+    return Source(source.uri, source.path, source.filesystem, source.name, "parquet",
+                  metadata.num_rows, row_groups)
+
+
+def _is_empty_text(source: Source, size: int | None) -> bool:
+    if size is None or size > 3:  # 3: a lone UTF-8 byte-order mark
+        return False
+    with source.filesystem.open_input_stream(source.path) as handle:
+        return not decode_lines(handle.read())[0]
+
+
+def discover_sources(config: CorpusConfig, exclude: Sequence[str] = ()) -> list[Source]:
+    """Every input file, validated (readable, has the columns), in a stable order. Files below
+    the folders in `exclude` (the job's own outputs) are never inputs."""
+    if isinstance(exclude, str):
+        exclude = [exclude]
+    excluded = [storage.locate(path, config.s3_endpoint) for path in exclude if path]
+    sources: list[Source] = []
+    for uri in (u.strip() for u in config.input.split(",") if u.strip()):
+        location = storage.locate(uri, config.s3_endpoint)
+        suffixes = TEXT_SUFFIXES + PARQUET_SUFFIXES if config.format == "auto" else (
+            PARQUET_SUFFIXES if config.format == "parquet" else TEXT_SUFFIXES)
+        files = storage.list_files(location, suffixes, exclude=excluded)
+        if not files:
+            raise FileNotFoundError(f"no input files ({', '.join(suffixes)}) under {uri}")
+        single_file = [f.path for f in files] == [location.path]
+        for path, size in ((f.path, f.size) for f in files):
+            fmt = _format_of(path, config.format)
+            if fmt is None:
+                raise ValueError(f"cannot tell the format of {path!r} from its suffix; pass "
+                                 f"--format parquet or --format text")
+            relative = posixpath.basename(path) if single_file else posixpath.relpath(
+                path, location.path)
+            file_uri = ("s3://" + path) if location.is_s3 else path
+            source = Source(file_uri, path, location.filesystem, relative, fmt)
+            if fmt == "parquet":
+                source = _check_parquet(source, config)
+            elif config.id_column:
+                raise ValueError(f"--id-column applies to Parquet input, but {file_uri} is a text "
+                                 "file (its ids are <file>:<row>)")
+            elif _is_empty_text(source, size):
+                source = Source(file_uri, path, location.filesystem, relative, fmt, num_rows=0)
+            sources.append(source)
+    keys = [s.key for s in sources]
+    if len(set(keys)) != len(keys):
+        raise ValueError("the same input file is listed twice")
+    return sources
+
+
+def decode_lines(data: bytes) -> tuple[list[str | None], list[str | None]]:
+    """Split a text file's bytes into lines on "\\n" only (a trailing newline ends the last line,
+    "\\r\\n" is accepted) and decode each as UTF-8. Returns (texts, read_errors): an undecodable
+    line is None with the error INVALID_UTF8."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    texts: list[str | None] = []
+    errors: list[str | None] = []
+    for raw in raw_lines:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        try:
+            texts.append(raw.decode("utf-8"))
+            errors.append(None)
+        except UnicodeDecodeError:
+            texts.append(None)
+            errors.append(INVALID_UTF8)
+    return texts, errors
+
+
+def estimate_rows(source: Source, sample_bytes: int = 1 << 20) -> int:
+    """Rows of `source`: exact for Parquet and for a text file of at most `sample_bytes`; a
+    larger text file is estimated from its first `sample_bytes` and its size. For sizing blocks
+    only: the jobs' row accounting never uses it."""
+    if source.num_rows is not None:
+        return source.num_rows
+    with source.filesystem.open_input_stream(source.path) as handle:
+        head = handle.read(sample_bytes + 1)
+    if len(head) <= sample_bytes:
+        return len(decode_lines(head)[0])
+    size = source.filesystem.get_file_info(source.path).size or len(head)
+    return max(1, round(head[:sample_bytes].count(b"\n") * size / sample_bytes))

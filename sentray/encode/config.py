@@ -1,0 +1,84 @@
+"""`EncoderConfig`: what to encode with (model, pooling, head, lengths, batching, device).
+Validated on construction, before any model is loaded; what depends on the model (its own
+pooling, its known Ditto head) is decided by `resolved()`."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from sentray.encode.model_loading import DEFAULT_MODEL
+from sentray.encode.pooling_catalog import (
+    DITTO_DEFAULT_HEADS,
+    DITTO_POOLINGS,
+    canonical_pooling,
+    parse_head,
+)
+from sentray.kit.validation import check_choices
+
+Precision = Literal["fp32", "fp16", "bf16"]
+DittoImpl = Literal["auto", "fast", "eager"]
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """What to encode with. Validated on construction, before any model is loaded."""
+
+    model: str = DEFAULT_MODEL  # HF id, local directory, or packaged short name
+    # cls, cls_before_pooler, last_avg (mean), first_last_avg, layer1_last_avg, static_avg,
+    # ditto, ditto_last, ditto_static, ditto_layer1_last (sentray.encode.pooling). None: the
+    # model's own (a sentray export's sentray.json, a sentence-transformers model's 1_Pooling),
+    # else mean.
+    pooling: str | None = None
+    head: str | None = None  # Ditto head L-H; default: the model's known head, if any
+    max_length: int | None = None  # truncation in tokens; None: the model's own (ST config or 512)
+    batch_size: int = 32  # sentences per forward pass (CPU: small is fast; GPU: 256 or more)
+    # Batch by a token budget instead: a forward pass takes as many length-sorted sentences as
+    # fit in this many padded tokens (rows x longest row): many short sentences or a few long
+    # ones, padded memory flat across corpora. None: batch_size sentences.
+    max_tokens_per_batch: int | None = None
+    device: str = "auto"  # auto (cuda if available), cpu, cuda, cuda:N
+    precision: Precision = "fp32"  # autocast dtype on GPU; CPU runs fp32
+    ditto_impl: DittoImpl = "auto"  # fast: one head recomputed on SDPA (BERT family); eager: maps
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if self.pooling is not None:
+            object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
+            if self.head is not None and self.pooling not in DITTO_POOLINGS:
+                raise ValueError(f"--head is only used by the Ditto poolings "
+                                 f"{sorted(DITTO_POOLINGS)}, not by {self.pooling!r}")
+        if self.head is not None:
+            parse_head(self.head)
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
+            raise ValueError(f"max_tokens_per_batch must be >= 1, got "
+                             f"{self.max_tokens_per_batch}")
+        if self.max_length is not None and self.max_length < 2:
+            raise ValueError(f"max_length must be >= 2, got {self.max_length}")
+
+    def resolved(self) -> EncoderConfig:
+        """This config with what depends on the model decided: the pooling (the one asked for,
+        else the model's own with its Ditto head, else mean) and a Ditto pooling's head (the one
+        given, else the model's known head; ValueError when there is none)."""
+        from sentray.encode.model_info import model_pooling
+
+        config = self
+        if config.pooling is None:
+            pooling, own_head = model_pooling(config.model)
+            config = dataclasses.replace(config, pooling=pooling, head=config.head or own_head)
+        if config.pooling in DITTO_POOLINGS and config.head is None:
+            head = DITTO_DEFAULT_HEADS.get(config.model)
+            if head is None:
+                raise ValueError(
+                    f"pooling {config.pooling!r} needs a head (--head L-H): no default is known "
+                    f"for model {config.model!r} (known: {DITTO_DEFAULT_HEADS}); find one with "
+                    "`python jobs/evaluate.py --search-head`")
+            config = dataclasses.replace(config, head=head)
+        return config
+
+    @property
+    def layer_head(self) -> tuple[int, int] | None:
+        return parse_head(self.head) if self.head else None

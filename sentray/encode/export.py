@@ -1,0 +1,60 @@
+"""A model folder that both sentray and sentence-transformers load, for every pooling.
+
+`save_model_directory` writes an encoder (any model, pooling and head) as the Hugging Face model
+and tokenizer plus `sentray.json` (`ModelInfo`: what sentray's loaders read), and, by default,
+sentence-transformers' own files, written by sentence-transformers' own `save`: its Transformer
++ Pooling modules where they compute the pooling (mean, [CLS]), so no sentray code is needed to
+load it; otherwise (Ditto and the other sentray poolings) one `SentrayEncoder` module, which
+needs sentray installed and `trust_remote_code=True` (sentence-transformers asks it of any
+module class not its own; the code comes from the installed package, not from the folder).
+Used by `jobs/evaluate.py --export-st` and by training's export (OUTPUT/best, OUTPUT/best-st).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from sentray.encode.encoder import SentenceEncoder
+from sentray.encode.model_info import ModelInfo
+
+# sentray poolings that sentence-transformers' own Pooling module computes the same way
+ST_POOLING = {"cls_before_pooler": "cls", "last_avg": "mean"}
+
+
+def save_model_directory(encoder: SentenceEncoder, target: str | Path, *,
+                         extra: dict | None = None, sentence_transformers: bool = True) -> Path:
+    """Write `encoder` into the folder `target`; `extra` adds to what sentray.json records.
+    Without `sentence_transformers`: the Hugging Face files and sentray.json only."""
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    info = ModelInfo(encoder.config.pooling, encoder.config.head, encoder.max_length,
+                     dict(extra or {}))
+    if not sentence_transformers:
+        encoder.model.save_pretrained(target)
+        encoder.tokenizer.save_pretrained(target)
+    else:
+        _sentence_transformer(encoder, info).save(str(target), create_model_card=False)
+    info.write(target)
+    return target
+
+
+def _sentence_transformer(encoder: SentenceEncoder, info: ModelInfo):
+    """The encoder as a `SentenceTransformer`: its own modules where they compute the pooling,
+    else sentray's `SentrayEncoder`."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    from sentray.encode.st_module import SentrayEncoder
+
+    mode = ST_POOLING.get(info.pooling)
+    if mode is None:
+        return SentenceTransformer(modules=[SentrayEncoder(encoder, info.extra)],
+                                   device=str(encoder.device), similarity_fn_name="cosine")
+    with tempfile.TemporaryDirectory() as staging:  # Transformer loads from a folder
+        encoder.model.save_pretrained(staging)
+        encoder.tokenizer.save_pretrained(staging)
+        transformer = Transformer(staging, max_seq_length=info.max_length)
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode=mode)
+    return SentenceTransformer(modules=[transformer, pooling], device=str(encoder.device),
+                               similarity_fn_name="cosine")

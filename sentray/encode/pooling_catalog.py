@@ -1,0 +1,49 @@
+"""The poolings by name: the valid `--pooling` values with what each computes, their aliases,
+the Ditto poolings and the heads Ditto's official code uses per model, and the parsing of a
+head `L-H`. No torch here: configs validate against it before any model is loaded; the tensor
+functions are in `sentray.encode.pooling`."""
+
+from __future__ import annotations
+
+# name -> description; the keys are the valid `pooling` values.
+POOLINGS: dict[str, str] = {
+    "cls": "the model's pooler output (BERT: dense + tanh over [CLS])",
+    "cls_before_pooler": "the last layer's hidden state at the first token ([CLS])",
+    "last_avg": "mean of the last layer over real tokens",
+    "first_last_avg": "mean of (h^0 + h^L) / 2, h^0 the embedding-layer output (Ditto's first-last)",
+    "layer1_last_avg": "mean of (h^1 + h^L) / 2, h^1 the first transformer layer (SimCSE's first-last)",
+    "static_avg": "mean of the embedding-layer output h^0",
+    "ditto": "Ditto: 1/2 sum_i A_ii (h^0_i + h^L_i) for head L-H",
+    "ditto_last": "Ditto on the last layer: sum_i A_ii h^L_i",
+    "ditto_static": "Ditto on the embedding layer: sum_i A_ii h^0_i",
+    "ditto_layer1_last": "Ditto with SimCSE's first-last: 1/2 sum_i A_ii (h^1_i + h^L_i)",
+}
+ALIASES: dict[str, str] = {"mean": "last_avg", "avg": "last_avg", "first_last": "first_last_avg"}
+DITTO_POOLINGS = frozenset(name for name in POOLINGS if name.startswith("ditto"))
+
+# Heads from Ditto's official code (layer-head, 0-based), used when no --head is given.
+DITTO_DEFAULT_HEADS: dict[str, str] = {
+    "bert-base-uncased": "0-9",
+    "roberta-base": "0-4",
+    "google/electra-base-discriminator": "0-10",
+    "sentence-transformers/bert-base-nli-stsb-mean-tokens": "2-6",
+}
+
+
+def canonical_pooling(name: str) -> str:
+    """The canonical pooling name for `name` (aliases resolved); ValueError if unknown."""
+    name = ALIASES.get(name, name)
+    if name not in POOLINGS:
+        valid = sorted(POOLINGS) + sorted(ALIASES)
+        raise ValueError(f"unknown pooling {name!r}; valid: {', '.join(valid)}")
+    return name
+
+
+def parse_head(head: str) -> tuple[int, int]:
+    """'L-H' -> (layer, head), both 0-based."""
+    parts = str(head).split("-")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"head {head!r} is not of the form L-H (0-based layer and head, e.g. 0-9)")
+    return int(parts[0]), int(parts[1])
+
+

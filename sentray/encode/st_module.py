@@ -1,0 +1,80 @@
+"""Every sentray pooling, Ditto included, as a sentence-transformers model.
+
+A folder written by `sentray.encode.export.save_model_directory` (`jobs/evaluate.py --export-st
+DIR`, training's OUTPUT/best-st) holds the Hugging Face model files at its root, `sentray.json`
+naming the pooling, Ditto head and max_length, and sentence-transformers' own files: its
+Transformer + Pooling modules for mean and [CLS]; for Ditto and the other sentray poolings one
+`SentrayEncoder` module, which runs the same `PooledEncoder` as every sentray job, so
+
+    SentenceTransformer(DIR, trust_remote_code=True).encode(texts)
+        == SentenceEncoder(EncoderConfig(model=DIR)).encode(texts)
+
+and MTEB, LangChain or a vector database's embedder get sentray's embeddings. sentray's own
+loaders read the same folder through `sentray.json`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from sentence_transformers.base.modules.input_module import InputModule
+
+from sentray.encode.config import EncoderConfig
+from sentray.encode.encoder import SentenceEncoder
+from sentray.encode.model_info import SENTRAY_MODEL_INFO, ModelInfo
+
+
+class SentrayEncoder(InputModule):
+    """Tokenizer, transformer and a sentray pooling as one sentence-transformers module."""
+
+    save_in_root = True
+
+    def __init__(self, encoder: SentenceEncoder, extra: dict | None = None) -> None:
+        super().__init__()
+        self.config = encoder.config
+        self.pooled = encoder.pooled  # a submodule: sentence-transformers moves it between devices
+        self.tokenizer = encoder.tokenizer
+        self.max_seq_length = encoder.max_length
+        self.extra = dict(extra or {})  # what sentray.json records besides the read-out
+
+    @property
+    def info(self) -> ModelInfo:
+        return ModelInfo(self.config.pooling, self.config.head, self.max_seq_length, self.extra)
+
+    def preprocess(self, inputs, prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
+        texts = [prompt + text for text in inputs] if prompt else list(inputs)
+        return dict(self.tokenizer(texts, truncation=True, max_length=self.max_seq_length,
+                                   padding=True, return_tensors="pt",
+                                   return_token_type_ids=False))
+
+    def forward(self, features: dict[str, torch.Tensor], **kwargs) -> dict[str, torch.Tensor]:
+        device = next(self.pooled.parameters()).device
+        features["sentence_embedding"] = self.pooled(
+            features["input_ids"].to(device), features["attention_mask"].to(device))  # (B, D)
+        return features
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.pooled.dimension
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        self.pooled.model.save_pretrained(output_path, safe_serialization=safe_serialization)
+        self.tokenizer.save_pretrained(output_path)
+        self.info.write(output_path)  # what load() reads back
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None,
+             revision=None, local_files_only: bool = False, **kwargs) -> SentrayEncoder:
+        # a local directory as it is; a Hub id downloaded (snapshot) the way sentence-transformers
+        # fetches its own modules' files
+        resolved = cls.load_dir_path(model_name_or_path, subfolder=subfolder, token=token,
+                                     cache_folder=cache_folder, revision=revision,
+                                     local_files_only=local_files_only)
+        folder = Path(resolved or Path(model_name_or_path) / subfolder)
+        info = ModelInfo.read(str(folder))
+        if info is None:
+            raise FileNotFoundError(f"{folder} has no {SENTRAY_MODEL_INFO}: not a directory "
+                                    "written by sentray")
+        return cls(SentenceEncoder(EncoderConfig(
+            model=str(folder), pooling=info.pooling, head=info.head, max_length=info.max_length,
+            device="cpu")), info.extra)

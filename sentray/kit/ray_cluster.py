@@ -1,0 +1,107 @@
+"""Connecting to Ray: an existing cluster when an address is given, else a private local one
+bound to 127.0.0.1 only.
+
+Ray's dashboard and job API have no authentication by default; one reachable from the network
+lets anyone run code on the machine (CVE-2023-48022). A cluster a job starts for itself
+therefore binds loopback and starts no dashboard at all, through Ray's public options
+(`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`, the node address, `include_dashboard=False`); the job
+then checks the node's address and stops if it is not loopback. One private setting helps
+but is not needed: a free port for the node agent (`_agent_on_any_port`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import math
+import os
+
+from sentray.kit.ray_quiet import private_hook, quiet_ray
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+# Set for a local cluster before Ray starts; child processes (raylet, workers) inherit them.
+LOOPBACK_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # single-node mode: bind and advertise 127.0.0.1
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
+# Logical CPUs a job's own cluster gets beyond its actors' or workers': Ray Data's read and
+# write tasks and Ray Train's controller need their own, or they starve behind the pool.
+SPARE_CPUS = 2
+
+
+def local_cpus(processes: int, cpus_each: float) -> int:
+    """Logical CPUs of a local cluster for `processes` actors or workers of `cpus_each`: the
+    one rule of every job (a cluster given by address keeps its own)."""
+    return math.ceil(processes * cpus_each) + SPARE_CPUS
+
+
+def init_ray(address: str | None = None, *, num_cpus: int | None = None,
+             num_gpus: int | None = None) -> bool:
+    """Connect to `address` (or $RAY_ADDRESS, as `ray job submit` sets it); with neither, start
+    a local loopback-only cluster. Returns True when this call started a local cluster (the
+    caller should `ray.shutdown()` it)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        logger.info("connecting to Ray cluster at %s", address)
+        ray.init(address=address, log_to_driver=True)
+        quiet_ray()
+        return False
+    for key, value in LOOPBACK_ENV.items():
+        os.environ.setdefault(key, value)
+    # Ray reads the variable when it is imported; if that already happened, say it again.
+    with private_hook("re-reading RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER after ray was imported"):
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    logger.info("starting a local Ray cluster on %s (num_cpus=%s, num_gpus=%s)", LOOPBACK,
+                num_cpus, num_gpus)
+    with _agent_on_any_port():
+        ray.init(address="local", _node_ip_address=LOOPBACK, include_dashboard=False,
+                 num_cpus=num_cpus, num_gpus=num_gpus, configure_logging=False)
+    node_address = ray.util.get_node_ip_address()
+    if node_address != LOOPBACK:  # never run on a cluster the network can reach
+        ray.shutdown()
+        raise RuntimeError(f"the private Ray cluster came up on {node_address}, not {LOOPBACK}; "
+                           "set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 before starting the job")
+    quiet_ray()
+    return True
+
+
+@contextlib.contextmanager
+def _agent_on_any_port():
+    """Start the node's dashboard agent on a port the OS picks, not Ray's fixed 52365.
+
+    `ray.init` offers no option for it. With another Ray on the machine (a second job, a test
+    cluster) holding 52365, the agent retries the bind for 3.5 s, logs a traceback, and the
+    cluster starts that much later; a private job cluster has no dashboard and no use for that
+    port. Ray reads the port from the private `RayParams` (pinned ray==2.60.0), so its default
+    is set there for this one call; where that name has moved, the cluster starts as Ray
+    would."""
+    patched = None
+    with private_hook("a free port for Ray's node agent (it takes Ray's fixed 52365)"):
+        from ray._private import parameter
+
+        original = parameter.RayParams
+        if "dashboard_agent_listen_port" not in inspect.signature(original.__init__).parameters:
+            raise TypeError("RayParams takes no dashboard_agent_listen_port")
+
+        class RayParams(original):
+            def __init__(self, *args, **kwargs):
+                kwargs.setdefault("dashboard_agent_listen_port", 0)
+                super().__init__(*args, **kwargs)
+
+        parameter.RayParams = RayParams
+        patched = (parameter, original)
+    try:
+        yield
+    finally:
+        if patched is not None:
+            patched[0].RayParams = patched[1]

@@ -1,0 +1,91 @@
+"""The `corenlp` augmentation backend: the paper's own tools, Stanford CoreNLP's OpenIE and
+dependency parser, through stanza's `CoreNLPClient` (one CoreNLP server per node, on
+localhost).
+
+CoreNLP answers in its JSON format; the functions on top turn one sentence of that answer into
+OpenIE triples and into the dependency backbone (root + direct children), and need no server.
+Both backbone sources come from the same annotation (`openie` and `depparse` annotators), so a
+sentence is parsed once. Z (pruned text) stays with spaCy's UD part-of-speech tags.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from sentray.sifter.positives import Triple, as_sentence
+
+logger = logging.getLogger(__name__)
+
+ANNOTATORS = ["tokenize", "ssplit", "pos", "lemma", "depparse", "natlog", "openie"]
+PUNCTUATION_TAGS = frozenset({".", ",", ":", "``", "''", "-LRB-", "-RRB-", "#", "$", "HYPH",
+                              "NFP"})
+DEFAULT_CORENLP_HOME = Path("~/stanza_corenlp").expanduser()  # stanza.install_corenlp()'s
+
+
+def triples_from_sentence(sentence: dict) -> list[Triple]:
+    """OpenIE triples of one sentence of CoreNLP's JSON (its `openie` list)."""
+    return [Triple(t["subject"], t["relation"], t["object"]) for t in sentence.get("openie", [])
+            if t.get("subject") and t.get("relation") and t.get("object")]
+
+
+def dependency_backbone_from_sentence(sentence: dict) -> str:
+    """The root and its direct children (punctuation dropped) of one sentence of CoreNLP's
+    JSON, in sentence order, as a short sentence; '' without a parse."""
+    dependencies = sentence.get("basicDependencies") or []
+    tokens = sentence.get("tokens") or []
+    roots = [d["dependent"] for d in dependencies if d.get("dep") == "ROOT"]
+    if not roots or not tokens:
+        return ""
+    root = roots[0]
+    keep = {root} | {d["dependent"] for d in dependencies
+                     if d.get("governor") == root and d.get("dep") != "punct"}
+    words = [t["word"] for t in tokens
+             if t["index"] in keep and t.get("pos") not in PUNCTUATION_TAGS]
+    return as_sentence(words)
+
+
+def backbone_from_annotation(annotation: dict) -> tuple[list[Triple], str]:
+    """(triples, dependency backbone) of the first sentence of a CoreNLP JSON annotation."""
+    sentences = annotation.get("sentences") or []
+    if not sentences:
+        return [], ""
+    return triples_from_sentence(sentences[0]), dependency_backbone_from_sentence(sentences[0])
+
+
+def corenlp_home() -> Path:
+    """Where CoreNLP is installed: $CORENLP_HOME, else stanza's default; a clear error if not."""
+    home = Path(os.environ.get("CORENLP_HOME", DEFAULT_CORENLP_HOME)).expanduser()
+    if not home.is_dir() or not any(home.glob("stanford-corenlp-*.jar")):
+        raise FileNotFoundError(
+            f"Stanford CoreNLP is not installed at {home}: set CORENLP_HOME to its folder, or "
+            "install it with python -c 'import stanza; stanza.install_corenlp()' (needs "
+            "internet and Java 8+); or use --backend spacy, which works offline")
+    return home
+
+
+class CoreNLPBackend:
+    """Triples and dependency backbones from a CoreNLP server on this node (started when
+    `start_server` and none is running at `endpoint`)."""
+
+    def __init__(self, endpoint: str = "http://localhost:9000", *, start_server: bool = True,
+                 timeout_ms: int = 60_000, memory: str = "4G") -> None:
+        try:
+            from stanza.server import CoreNLPClient, StartServer
+        except ImportError as exc:
+            raise ImportError("the corenlp backend needs stanza: pip install "
+                              "'sentray[corenlp]'") from exc
+        if start_server:
+            os.environ.setdefault("CORENLP_HOME", str(corenlp_home()))
+        self.client = CoreNLPClient(
+            annotators=ANNOTATORS, endpoint=endpoint, timeout=timeout_ms, memory=memory,
+            be_quiet=True, output_format="json",
+            start_server=StartServer.TRY_START if start_server else StartServer.DONT_START,
+            properties={"openie.triple.strict": "true", "ssplit.isOneSentence": "true"})
+
+    def backbone(self, text: str) -> tuple[list[Triple], str]:
+        return backbone_from_annotation(self.client.annotate(text))
+
+    def close(self) -> None:
+        self.client.stop()

@@ -1,0 +1,137 @@
+"""SIFTER's two positives of a sentence X, as pure functions
+(Wang et al., "SIFTER: A Task-specific Alignment Strategy for Enhancing Sentence Embeddings",
+section "Data augmentation"):
+
+- Y, *add sentence backbone*: X followed by its backbone as a short sentence. The backbone is an
+  OpenIE relation triple (subject, relation, object) of X, one picked at random (seeded) or the
+  longest; where OpenIE finds none, the first two levels of X's dependency tree (the root and
+  its direct children, in sentence order, punctuation dropped).
+- Z, *delete useless words*: X without articles, conjunctions (coordinating and subordinating)
+  and pronouns; Z = X when nothing would remain.
+The functions take spaCy `Doc`s (or anything with the same token attributes) and triples; the
+parsers that produce them are spaCy + triplet-extract (`sentray.sifter.parsers`) or CoreNLP
+(`sentray.sifter.corenlp`), both above this module. The paper's corpus filter is in
+`sentray.sifter.corpus_filter`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+ARTICLES = frozenset({"a", "an", "the"})
+USELESS_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
+TripleChoice = Literal["random", "longest"]
+BackboneSource = Literal["openie", "dependency", "none"]
+
+
+@dataclass(frozen=True)
+class Triple:
+    subject: str
+    relation: str
+    object: str
+
+    def as_sentence(self) -> str:
+        return as_sentence([self.subject, self.relation, self.object])
+
+
+@dataclass(frozen=True)
+class Augmented:
+    """The SIFTER positives of one sentence."""
+
+    backbone_text: str  # Y
+    pruned_text: str  # Z
+    triple: Triple | None
+    backbone_source: BackboneSource
+
+
+# -- text helpers ---------------------------------------------------------------------------------
+
+
+def tidy_spacing(text: str) -> str:
+    """One space between words, none before closing punctuation, none at the ends."""
+    text = re.sub(r"\s+", " ", text).strip()
+    return re.sub(r" ([,.;:!?%)\]}])", r"\1", text)
+
+
+def as_sentence(parts: Sequence[str]) -> str:
+    """'cats', 'love', 'milk' -> 'Cats love milk.'"""
+    text = tidy_spacing(" ".join(p for p in parts if p and p.strip()))
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?" else text + "."
+
+
+# -- Z: delete useless words ----------------------------------------------------------------------
+
+
+def is_useless(token) -> bool:
+    """Articles, coordinating/subordinating conjunctions and pronouns (spaCy's UD tags)."""
+    if token.pos_ in USELESS_POS:
+        return True
+    return token.pos_ == "DET" and token.lower_ in ARTICLES
+
+
+def prune_text(doc) -> str:
+    """Z: the document without its useless words, spacing tidied; the original text when only
+    punctuation or nothing would remain."""
+    kept = [t for t in doc if not is_useless(t)]
+    if not any(not (t.is_punct or t.is_space) for t in kept):
+        return doc.text
+    return tidy_spacing("".join(t.text + t.whitespace_ for t in kept))
+
+
+# -- Y: add the sentence backbone -----------------------------------------------------------------
+
+
+def dependency_backbone(doc) -> str:
+    """The first two levels of the first sentence's dependency tree as a short sentence: the root
+    and its direct children in sentence order, punctuation dropped. '' for an empty doc."""
+    sentences = list(doc.sents) if doc.has_annotation("DEP") else []
+    if not sentences:
+        return ""
+    root = sentences[0].root
+    tokens = [root] + [c for c in root.children if not (c.is_punct or c.is_space)]
+    return as_sentence([t.text for t in sorted(tokens, key=lambda t: t.i)])
+
+
+def row_rng(seed: int, row_key: str) -> random.Random:
+    """A generator that depends on the seed and the row only: the same choice whatever the
+    batching, the actor or the order of processing."""
+    digest = hashlib.sha256(f"{seed}:{row_key}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def choose_triple(triples: Sequence[Triple], choice: TripleChoice,
+                  rng: random.Random) -> Triple | None:
+    """One triple: uniformly at random (the paper) or the longest (characters, first on ties)."""
+    triples = [t for t in triples if t.subject.strip() and t.relation.strip()
+               and t.object.strip()]
+    if not triples:
+        return None
+    if choice == "longest":
+        return max(triples, key=lambda t: len(t.subject) + len(t.relation) + len(t.object))
+    if choice != "random":
+        raise ValueError(f"triple choice must be random or longest, got {choice!r}")
+    return rng.choice(triples)
+
+
+def augment(text: str, doc, triples: Sequence[Triple], *, choice: TripleChoice = "random",
+            rng: random.Random | None = None,
+            dependency_fallback: str | None = None) -> Augmented:
+    """Y and Z for sentence `text` given its spaCy parse `doc` and its OpenIE triples. The
+    dependency backbone comes from `doc` unless another parser's is given."""
+    triple = choose_triple(triples, choice, rng or random.Random(0))
+    if triple is not None:
+        backbone, source = triple.as_sentence(), "openie"
+    else:
+        backbone = (dependency_fallback if dependency_fallback is not None
+                    else dependency_backbone(doc))
+        source = "dependency" if backbone else "none"
+    backbone_text = tidy_spacing(f"{text} {backbone}") if backbone else text
+    return Augmented(backbone_text, prune_text(doc), triple, source)

@@ -1,0 +1,117 @@
+"""sentray.corpus.corpus_job: how a corpus is cut into blocks for the actor pool, and where its time goes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pytest
+
+from sentray.corpus import corpus_job, part_files
+from sentray.corpus.sources import CorpusConfig, decode_lines, discover_sources, estimate_rows
+from sentray.kit import storage
+
+
+def text_source(path, lines: list[str] | bytes):
+    data = lines if isinstance(lines, bytes) else "".join(f"{line}\n" for line in lines).encode()
+    path.write_bytes(data)
+    return discover_sources(CorpusConfig(input=str(path)))[0]
+
+
+@pytest.mark.parametrize("data", [b"a\nb\nc\n", b"a\nb\nc", b"\xef\xbb\xbfa\r\nb\r\n\r\n",
+                                  b"ok\n\xff\xfe broken\nlast", b"\n\n\n"])
+def test_estimate_rows_counts_a_small_text_file_as_the_reader_does(tmp_path, data):
+    source = text_source(tmp_path / "small.txt", data)
+    assert estimate_rows(source) == len(decode_lines(data)[0])
+
+
+def test_estimate_rows_extrapolates_a_large_text_file_from_its_head(tmp_path):
+    source = text_source(tmp_path / "large.txt", [f"sentence number {i:09d}" for i in range(20_000)])
+    estimate = estimate_rows(source, sample_bytes=4096)
+    # 26-byte lines: the 4,096-byte sample ends inside a line, so the count is off by < 1 line
+    # of the sample's 157, scaled by the file's 127 samples: within 1%.
+    assert abs(estimate - 20_000) <= 200, estimate
+
+
+def test_estimate_rows_of_parquet_is_its_row_count(tmp_path):
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": [f"row {i}" for i in range(37)]}), tmp_path / "a.parquet")
+    assert estimate_rows(discover_sources(CorpusConfig(input=str(tmp_path)))[0]) == 37
+
+
+class Unreadable:
+    """A source filesystem that fails when opened: proves a source was never read."""
+
+    def open_input_stream(self, path):
+        raise AssertionError(f"{path} was read")
+
+
+@pytest.mark.parametrize(("rows", "actors", "expected"), [
+    ([1000], 2, 250),  # the bundled sample: two blocks per actor, not one block for one actor
+    ([10_000], 2, 1000),  # five equal rounds of two blocks, not nine of 1,024 and one of 784
+    ([300, 500], 2, 200),  # several small files count together
+    ([1], 2, 1),
+    ([4096], 2, 1024),  # exactly two rounds of the configured size
+    ([4097], 2, 683),  # three rounds of two blocks
+    ([1000], 8, 63),  # more actors, smaller blocks
+    ([20_000], 2, 1024),  # eight rounds or more: the configured size
+])
+def test_block_rows_cuts_small_inputs_into_equal_rounds(tmp_path, rows, actors, expected):
+    sources = [text_source(tmp_path / f"{i}.txt", ["x"] * n) for i, n in enumerate(rows)]
+    pool = corpus_job.ActorPoolConfig(actors=actors, rows_per_batch=1024)
+    assert corpus_job.block_rows(sources, pool) == expected
+
+
+def test_block_rows_stops_counting_once_there_are_enough(tmp_path):
+    big = text_source(tmp_path / "big.txt", ["x"] * 20_000)
+    never = text_source(tmp_path / "never.txt", ["x"] * 10)
+    never = type(never)(never.uri, never.path, Unreadable(), never.name, never.format)
+    pool = corpus_job.ActorPoolConfig(actors=2, rows_per_batch=1024)
+    assert corpus_job.block_rows([big, never], pool) == 1024
+
+
+class TagWithProcess:
+    """An actor that tags each row with the id of the process that handled it."""
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        time.sleep(0.3)  # a batch takes a while, as a model's does, so no actor takes them all
+        return batch.select(["id", "source", "row", "source_rows"]).append_column(
+            "pid", pa.array([os.getpid()] * batch.num_rows, pa.int64()))
+
+
+@pytest.mark.ray
+def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path):
+    """The bundled 1,000-line sample with two actors: both embed rows (in one block of 1,024
+    rows, one actor did all the work), every row once; the timings add up."""
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not on workers' path
+    sources = [text_source(tmp_path / "sample.txt", [f"line {i}" for i in range(1000)])]
+    output = storage.locate(str(tmp_path / "out"))
+    timings = corpus_job.run_actor_pool(sources, CorpusConfig(input=str(tmp_path / "sample.txt")),
+                                      TagWithProcess, {}, part_files.SingleFolder(output),
+                                      corpus_job.ActorPoolConfig(actors=2, rows_per_batch=1024))
+    table = pads.dataset(tmp_path / "out", format="parquet").to_table()
+    assert sorted(table.column("row").to_pylist()) == list(range(1000))
+    handled = {pid: table.column("pid").to_pylist().count(pid)
+               for pid in set(table.column("pid").to_pylist())}
+    assert len(handled) == 2, handled
+    assert timings["rows_per_block"] == 250
+    assert 0 <= timings["ray_start"] <= timings["first_part"] <= timings["pipeline"], timings
+
+
+@pytest.mark.parametrize(("processes", "each", "expected"), [(2, 1.0, 4), (1, 0.5, 3), (3, 1.5, 7)])
+def test_a_local_cluster_gets_its_pool_plus_two_spare_cpus(processes, each, expected):
+    """One rule for the corpus jobs and both trainers: the pool's CPUs, rounded up, plus two for
+    Ray Data's read/write tasks and Ray Train's controller."""
+    from sentray.corpus.corpus_job import ActorPoolConfig
+    from sentray.kit.ray_cluster import local_cpus
+
+    assert local_cpus(processes, each) == expected
+    pool = ActorPoolConfig(actors=processes, cpus_per_actor=each)
+    assert pool.local_cluster_cpus == expected
+    assert ActorPoolConfig(actors=processes, cpus_per_actor=each, num_cpus=9).local_cluster_cpus == 9

@@ -1,0 +1,129 @@
+"""The corenlp backend without a server: CoreNLP's JSON (the server's documented output format,
+outputFormat=json) into triples and the dependency backbone; clear errors when CoreNLP or
+stanza is missing."""
+
+from __future__ import annotations
+
+import pytest
+
+from sentray.sifter.corenlp import (
+    backbone_from_annotation,
+    corenlp_home,
+    dependency_backbone_from_sentence,
+    triples_from_sentence,
+)
+from sentray.sifter.positives import Triple
+
+
+def token(index, word, pos):
+    return {"index": index, "word": word, "originalText": word, "lemma": word.lower(),
+            "pos": pos, "before": "", "after": " "}
+
+
+# "The cat sat on the mat." as CoreNLP 4.5 answers it (tokens, basicDependencies, openie).
+SENTENCE = {
+    "index": 0,
+    "tokens": [token(1, "The", "DT"), token(2, "cat", "NN"), token(3, "sat", "VBD"),
+               token(4, "on", "IN"), token(5, "the", "DT"), token(6, "mat", "NN"),
+               token(7, ".", ".")],
+    "basicDependencies": [
+        {"dep": "ROOT", "governor": 0, "governorGloss": "ROOT", "dependent": 3,
+         "dependentGloss": "sat"},
+        {"dep": "det", "governor": 2, "governorGloss": "cat", "dependent": 1,
+         "dependentGloss": "The"},
+        {"dep": "nsubj", "governor": 3, "governorGloss": "sat", "dependent": 2,
+         "dependentGloss": "cat"},
+        {"dep": "case", "governor": 6, "governorGloss": "mat", "dependent": 4,
+         "dependentGloss": "on"},
+        {"dep": "det", "governor": 6, "governorGloss": "mat", "dependent": 5,
+         "dependentGloss": "the"},
+        {"dep": "obl", "governor": 3, "governorGloss": "sat", "dependent": 6,
+         "dependentGloss": "mat"},
+        {"dep": "punct", "governor": 3, "governorGloss": "sat", "dependent": 7,
+         "dependentGloss": "."},
+    ],
+    "openie": [
+        {"subject": "cat", "subjectSpan": [1, 2], "relation": "sat on",
+         "relationSpan": [2, 4], "object": "mat", "objectSpan": [5, 6]},
+        {"subject": "", "subjectSpan": [0, 0], "relation": "sat", "relationSpan": [2, 3],
+         "object": "mat", "objectSpan": [5, 6]},
+    ],
+}
+
+
+def test_triples_from_corenlp_json():
+    assert triples_from_sentence(SENTENCE) == [Triple("cat", "sat on", "mat")]
+    assert triples_from_sentence({"tokens": []}) == []
+
+
+def test_dependency_backbone_from_corenlp_json():
+    # root 'sat'; its children 'cat' (nsubj) and 'mat' (obl); '.' is punctuation
+    assert dependency_backbone_from_sentence(SENTENCE) == "Cat sat mat."
+    assert dependency_backbone_from_sentence({"tokens": [], "basicDependencies": []}) == ""
+
+
+def test_backbone_of_an_annotation_uses_its_first_sentence():
+    triples, backbone = backbone_from_annotation({"sentences": [SENTENCE, {"openie": []}]})
+    assert triples == [Triple("cat", "sat on", "mat")] and backbone == "Cat sat mat."
+    assert backbone_from_annotation({"sentences": []}) == ([], "")
+
+
+def test_missing_corenlp_names_corenlp_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORENLP_HOME", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="CORENLP_HOME.*stanza.install_corenlp"):
+        corenlp_home()
+    (tmp_path / "corenlp").mkdir()
+    (tmp_path / "corenlp" / "stanford-corenlp-4.5.10.jar").write_bytes(b"")
+    monkeypatch.setenv("CORENLP_HOME", str(tmp_path / "corenlp"))
+    assert corenlp_home() == tmp_path / "corenlp"
+
+
+def test_the_backend_needs_stanza_or_says_so(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_stanza(name, *args, **kwargs):
+        if name.startswith("stanza"):
+            raise ImportError("No module named 'stanza'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_stanza)
+    from sentray.sifter.corenlp import CoreNLPBackend
+
+    with pytest.raises(ImportError, match=r"sentray\[corenlp\]"):
+        CoreNLPBackend()
+
+
+def test_the_client_is_configured_for_openie(monkeypatch, tmp_path):
+    """With stanza installed, the backend asks for the paper's annotators on the given
+    endpoint, and DONT_START talks to a server someone else started."""
+    stanza_server = pytest.importorskip("stanza.server")
+    seen = {}
+
+    class FakeClient:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+
+        def annotate(self, text):
+            return {"sentences": [SENTENCE]}
+
+    monkeypatch.setattr(stanza_server, "CoreNLPClient", FakeClient)
+    from sentray.sifter.corenlp import CoreNLPBackend
+
+    backend = CoreNLPBackend("http://127.0.0.1:9001", start_server=False)
+    # CoreNLP runs annotators in the order given, each after the ones it requires (its
+    # documentation's "requirements" per annotator): Y needs depparse (the fallback) and openie
+    annotators = seen["annotators"]
+    requires = {"ssplit": {"tokenize"}, "pos": {"tokenize", "ssplit"},
+                "lemma": {"tokenize", "ssplit", "pos"},
+                "depparse": {"tokenize", "ssplit", "pos"},
+                "natlog": {"tokenize", "ssplit", "pos", "lemma", "depparse"},
+                "openie": {"tokenize", "ssplit", "pos", "lemma", "depparse", "natlog"}}
+    assert {"depparse", "openie"} <= set(annotators)
+    for position, annotator in enumerate(annotators):
+        assert requires.get(annotator, set()) <= set(annotators[:position]), annotator
+    assert seen["endpoint"] == "http://127.0.0.1:9001"
+    assert seen["start_server"] == stanza_server.StartServer.DONT_START
+    assert backend.backbone("The cat sat on the mat.") == (
+        [Triple("cat", "sat on", "mat")], "Cat sat mat.")

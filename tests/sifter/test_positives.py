@@ -1,0 +1,167 @@
+"""SIFTER augmentation functions: golden Y/Z examples checked by hand, the dependency fallback,
+triple choice and the corpus filter."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sentray.sifter.corpus_filter import (
+    AFTER_CAPITALIZED_TAIL,
+    CAPITALIZED_TAIL,
+    TOO_SHORT,
+    filter_reasons,
+)
+from sentray.sifter.positives import (
+    Triple,
+    as_sentence,
+    augment,
+    choose_triple,
+    dependency_backbone,
+    prune_text,
+    row_rng,
+    tidy_spacing,
+)
+
+spacy = pytest.importorskip("spacy", reason="the openie extra is not installed")
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    from sentray.sifter.parsers import load_spacy
+
+    return load_spacy()
+
+
+# Z by hand: articles (a, an, the), conjunctions (CCONJ, SCONJ) and pronouns go; the rest stays.
+@pytest.mark.parametrize("sentence,pruned", [
+    ("I like apple because it is sweet and delicious.", "like apple is sweet delicious."),
+    ("The cat sat on the mat.", "cat sat on mat."),
+    ("She and I went to the market, but they stayed home.", "went to market, stayed home."),
+    ("Although it rained, the game continued.", "rained, game continued."),
+    ("It is what it is.", "is is."),
+    ("An owl saw a mouse.", "owl saw mouse."),
+])
+def test_pruned_text_golden(nlp, sentence, pruned):
+    assert prune_text(nlp(sentence)) == pruned
+
+
+def test_pruned_text_keeps_the_sentence_when_nothing_would_remain(nlp):
+    assert prune_text(nlp("It and they.")) == "It and they."
+    assert prune_text(nlp("")) == ""
+
+
+@pytest.mark.parametrize("sentence,backbone", [
+    ("The cat sat on the mat.", "Cat sat on."),  # root 'sat', children 'cat', 'on'
+    ("I like apple because it is sweet.", "I like apple is."),
+])
+def test_dependency_backbone_is_root_and_children(nlp, sentence, backbone):
+    assert dependency_backbone(nlp(sentence)) == backbone
+
+
+def test_backbone_from_openie_triple(nlp):
+    sentence = "I like apple because it is sweet and delicious."
+    triples = [Triple("I", "like", "apple")]
+    out = augment(sentence, nlp(sentence), triples)
+    assert out.backbone_text == "I like apple because it is sweet and delicious. I like apple."
+    assert out.backbone_source == "openie" and out.triple == triples[0]
+    assert out.pruned_text == "like apple is sweet delicious."
+
+
+def test_dependency_fallback_when_openie_finds_nothing(nlp):
+    sentence = "The cat sat on the mat."
+    out = augment(sentence, nlp(sentence), [])
+    assert out.backbone_text == "The cat sat on the mat. Cat sat on."
+    assert out.backbone_source == "dependency" and out.triple is None
+
+
+def test_no_backbone_at_all(nlp):
+    out = augment("", nlp(""), [])
+    assert out.backbone_source == "none" and out.backbone_text == ""
+
+
+def test_triple_choice():
+    triples = [Triple("cats", "love", "milk"), Triple("cats", "love", "mice and milk"),
+               Triple("", "x", "y")]
+    assert choose_triple(triples, "longest", random.Random(0)) == triples[1]
+    picks = {choose_triple(triples, "random", row_rng(seed, "f:1")) for seed in range(40)}
+    assert picks == set(triples[:2])  # never the one with an empty subject
+    assert choose_triple([], "random", random.Random(0)) is None
+    with pytest.raises(ValueError, match="random or longest"):
+        choose_triple(triples, "first", random.Random(0))
+
+
+def test_row_rng_is_the_same_in_every_process():
+    """The pick of a row depends on the seed and the row only, so every Ray actor makes it
+    alike: the same draws in another interpreter, with another str-hash salt (a generator
+    seeded by hash() of the row key would differ there), and the row key counts, not just
+    the seed."""
+    code = ("from sentray.sifter.positives import row_rng; "
+            "print([row_rng(7, f'f:{i}').random() for i in range(20)])")
+    salt = "1" if os.environ.get("PYTHONHASHSEED") == "0" else "0"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, cwd=Path(__file__).resolve().parents[2],
+                           env={**os.environ, "PYTHONHASHSEED": salt}).stdout
+    here = [row_rng(7, f"f:{i}").random() for i in range(20)]
+    assert other.strip() == repr(here)  # repr of a float round-trips it exactly
+    assert len(set(here)) == 20
+
+
+def test_filter_rules():
+    texts = ["One two three.", "Too short.", "He met Mr.", "Smith at noon today.",
+             "It rained all day long.", None, "They saw the Eiffel Tower", "After that it ended."]
+    assert filter_reasons(texts) == [None, TOO_SHORT, CAPITALIZED_TAIL, AFTER_CAPITALIZED_TAIL,
+                                     None, TOO_SHORT, CAPITALIZED_TAIL, AFTER_CAPITALIZED_TAIL]
+    assert filter_reasons(texts, drop_capitalized_tail=False)[2:4] == [None, None]
+    assert filter_reasons(texts, drop_short=False)[1] is None
+
+
+def test_text_helpers():
+    assert tidy_spacing("  a  b , c .") == "a b, c."
+    assert as_sentence(["cats", "love", "milk"]) == "Cats love milk."
+    assert as_sentence(["Is it", "true?"]) == "Is it true?"
+    assert as_sentence(["", " "]) == ""
+
+
+@pytest.mark.slow
+def test_triplet_extract_runs_on_the_repack(nlp):
+    """triplet-extract loads 'en_core_web_sm' by name; the redirect serves the repack."""
+    pytest.importorskip("triplet_extract")
+    from triplet_extract import OpenIEExtractor
+
+    from sentray.sifter.parsers import spacy_load_redirect
+
+    with spacy_load_redirect():
+        extractor = OpenIEExtractor(nlp=nlp, enable_entailment=False)
+    found = extractor.extract_triplet_objects("Cats love milk.")
+    assert ("Cats", "love", "milk") in {(t.subject, t.relation, t.object) for t in found}
+
+
+@pytest.mark.slow
+def test_parse_cache_gives_the_same_triples(nlp):
+    """The extractor answered from the batch's parses finds exactly the triples it finds when it
+    parses everything itself."""
+    pytest.importorskip("triplet_extract")
+    from triplet_extract import OpenIEExtractor
+
+    from sentray.sifter.parsers import ParseCache, spacy_load_redirect
+
+    sentences = ["The committee approved the plan after a long debate.",
+                 "Cats love milk and mice.", "He said that the jury found no evidence.",
+                 "  Leading spaces should not matter here.", "Two sentences. In one line."]
+    with spacy_load_redirect():
+        plain = OpenIEExtractor(nlp=nlp, enable_entailment=False)
+        cache = ParseCache(nlp)
+        cached = OpenIEExtractor(nlp=cache, enable_entailment=False)
+    cache.prime(sentences, list(nlp.pipe(sentences)))
+    for sentence in sentences:
+        expected = [(t.subject, t.relation, t.object)
+                    for t in plain.extract_triplet_objects(sentence)]
+        got = [(t.subject, t.relation, t.object) for t in cached.extract_triplet_objects(sentence)]
+        assert got == expected, sentence
+    assert cache.pipe_names == nlp.pipe_names  # the rest of the pipeline shows through
