@@ -2,7 +2,7 @@
 PYTHON ?= python3
 STAMP := .installed
 
-.PHONY: install demo test lint bench
+.PHONY: install demo test test-long lint bench
 
 # torch first and pinned: a loose or implicit torch spec can pull a multi-GB CUDA build.
 $(STAMP): pyproject.toml
@@ -19,6 +19,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PYTHON) -m pytest -q
+
+# The fault drills and long end-to-end runs (S3 faults, full disk, lost head/node/worker, a 50 MB
+# line, two runs at once, replicate.sh --dry-run, ...): ~25 min on 2 cores, before every commit.
+test-long: $(STAMP)
+	$(PYTHON) -m pytest -q -m long
 
 lint: $(STAMP)
 	$(PYTHON) -m ruff check sentray jobs tests bench

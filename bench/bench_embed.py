@@ -202,6 +202,9 @@ def report(size: int, runs: list[dict]) -> str:
               f"{(size - timings['rows_per_block']) / max(after, 1e-9):.0f} sentences/s for "
               "the remaining rows",
               f"jobs/embed.py / fastest peer: {job['rate'] / best['rate']:.2f}x"]
+    alone = next(r for r in runs if r["run"] == "sentray encoder in-process, batch 32")
+    lines.append(f"jobs/embed.py / sentray encoder in-process (what Ray costs; goal >= 0.9): "
+                 f"{job['rate'] / alone['rate']:.2f}x")
     return "\n".join(lines)
 
 

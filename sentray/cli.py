@@ -100,8 +100,8 @@ def parse(config_type: type[C], argv: Sequence[str] | None, *, description: str,
         config = command.options
         if hasattr(config, "resolved"):
             config = config.resolved()
-    except ValueError as exc:  # raised by a config's __post_init__ or resolved()
-        raise SystemExit(f"error: {exc}") from exc
+    except (ValueError, OSError) as exc:  # a config's __post_init__ or resolved(): bad values,
+        raise SystemExit(f"error: {exc}") from exc  # a missing or broken model folder
     return config, command.verbose
 
 
@@ -141,9 +141,11 @@ class Job:
         config, verbose = self.parse_config(name, argv, prog)
         setup_logging(verbose)
         logging.getLogger(f"sentray.{name}").debug("config: %s", config)
+        from sentray.kit.storage import StorageError
+
         try:
             result = self._load(self.run)(config)
-        except (FileNotFoundError, ValueError) as exc:
+        except (FileNotFoundError, ValueError, StorageError) as exc:
             raise SystemExit(f"error: {exc}") from exc
         if self.brief:
             print(json.dumps({key: result[key] for key in self.brief}))
@@ -153,7 +155,7 @@ class Job:
 JOBS: dict[str, Job] = {
     "embed": Job(
         "sentray.embedding.config:EmbedConfig", "sentray.embedding.job:run_embedding",
-        ("sources", "rows_in", "rows_out", "status", "seconds"),
+        ("sources", "rows_in", "rows_out", "status", "rows_not_encoded", "seconds"),
         """Embed a corpus with a sentence encoder on Ray Data and write Parquet.
 
     python jobs/embed.py                                   # bundled sample, packaged model, local Ray
@@ -231,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
     """The `sentray` console script: `sentray <job> [flags]`, `sentray <job> --help`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in JOBS:
-        lines = [f"  {name:<11} {job.usage.splitlines()[0]}" for name, job in JOBS.items()]
+        lines = [f"  {name:<11} {job.usage.split(':')[0].splitlines()[0].rstrip('.')}"
+                 for name, job in JOBS.items()]
         print("usage: sentray <job> [flags]   (sentray <job> --help lists the job's flags)\n\n"
               "jobs:\n" + "\n".join(lines))
         raise SystemExit(0 if argv and argv[0] in ("-h", "--help") else 2)

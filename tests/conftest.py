@@ -122,6 +122,8 @@ class LoopbackCluster:
 
         found: dict[int, list[int]] = {}
         for index, node in enumerate(self.workers):
+            if node is None:
+                continue
             raylet = psutil.Process(node.all_processes["raylet"][0].process.pid)
             for child in raylet.children(recursive=True):
                 try:
@@ -131,11 +133,18 @@ class LoopbackCluster:
                     continue
         return found
 
-    def kill_worker(self, index: int) -> None:
+    def kill_worker(self, index: int, replace: bool = True) -> None:
         """Kill a worker node outright (raylet, object store, its workers: what a lost machine
-        does) and add a fresh one in its place, as an autoscaler would."""
+        does) and add a fresh one in its place, as an autoscaler would (`replace=False` from a
+        thread other than the main one, where Ray cannot start a node: call `replace_lost()`
+        from the main thread later)."""
         self.cluster.remove_node(self.workers[index], allow_graceful=False)
-        self.workers[index] = self.add_worker()
+        self.workers[index] = self.add_worker() if replace else None
+
+    def replace_lost(self) -> None:
+        """A fresh worker node for every one killed with `replace=False`."""
+        self.workers = [node or self.add_worker() for node in self.workers]
+        self.cluster.wait_for_nodes()
 
     def shutdown(self) -> None:
         self.cluster.shutdown()
@@ -178,3 +187,23 @@ def exit_message(capfd):
 
     capfd.readouterr()
     return message
+
+
+@pytest.fixture()
+def moto_s3(monkeypatch):
+    """A moto S3 server on 127.0.0.1 (free port) with fake credentials in the environment."""
+    from moto.server import ThreadedMotoServer
+
+    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN",
+                 "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    assert host == "127.0.0.1" and port > 0
+    yield f"http://127.0.0.1:{port}"
+    server.stop()

@@ -76,6 +76,7 @@ def dry_run(tmp_path_factory) -> tuple[dict, str, str]:
     return report, (out / "gpu_check.md").read_text(), done.stdout
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_dry_run_reports_every_step(dry_run):
     report, table, stdout = dry_run
@@ -147,6 +148,7 @@ def assert_quotient(reported: float, numerator: float, denominator: tuple[float,
     assert smallest - slack <= reported <= largest + slack, (what, reported, smallest, largest)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_dry_run_embed_figures_match_an_independent_count(dry_run, tokenizer):
     from sentray.encode.model_info import default_max_length
@@ -181,6 +183,7 @@ def test_dry_run_embed_figures_match_an_independent_count(dry_run, tokenizer):
                         (forward[0] * matmul[0], forward[1] * matmul[1]), 4, name)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_dry_run_memory_figures_match_an_independent_count(dry_run):
     from sentray.encode.model_loading import load_config

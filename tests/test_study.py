@@ -1,5 +1,6 @@
-"""docs/experiments/sifter_study.py's tables, on run folders written here: runs are told apart by
-lr, and SIFTER and SimCSE are paired at the lr each chose on STS-B dev."""
+"""docs/experiments/sifter_study.py's tables: on run records written here, runs are told apart by
+lr and SIFTER and SimCSE are paired at the lr each chose on STS-B dev; and docs/results.md's
+generated tables are exactly what the committed records in docs/experiments/runs/ give."""
 
 from __future__ import annotations
 
@@ -16,23 +17,27 @@ from conftest import ROOT
 TASKS = ["STS12", "STSBenchmark"]
 
 
-@pytest.fixture(scope="module")
-def study():
-    spec = importlib.util.spec_from_file_location(
-        "sifter_study", ROOT / "docs" / "experiments" / "sifter_study.py")
+def experiment(name: str):
+    """docs/experiments/<name>.py as a module (docs/ is no package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "experiments" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["sifter_study"] = module  # its dataclass looks its module up there
+    sys.modules[name] = module  # a dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def study():
+    return experiment("sifter_study")
 
 
 def write_run(study, root: Path, objective: str, seed: int, lr: float, score: float, dev: float,
               tag: str = "", lambdas: str | None = None) -> None:
     run = study.Run("cls", objective, seed, 300, lr, lambdas, tag)
-    folder = root / run.name
-    (folder / "eval").mkdir(parents=True)
+    folder = root / run.name  # a run's records, as --records holds them
+    folder.mkdir(parents=True)
     (folder / "run.json").write_text(json.dumps(dataclasses.asdict(run)))
-    (folder / "eval" / "results.json").write_text(json.dumps({t: score for t in TASKS}))
+    (folder / "results.json").write_text(json.dumps({t: score for t in TASKS}))
     history = [{"step": 300, "stsb_dev": dev, "loss": 0.1, "seconds_per_step": 1.0}]
     (folder / "summary.json").write_text(json.dumps(
         {"best_stsb_dev": dev, "initial_stsb_dev": 70.0, "history": history}))
@@ -47,14 +52,126 @@ def test_pairs_are_made_at_each_objectives_dev_chosen_lr(study, tmp_path):
         write_run(study, tmp_path, "simcse", seed, 3e-5, 73.0 + seed, dev=86.0)
     write_run(study, tmp_path, "sifter", 1, 3e-5, 60.0, dev=80.0)
     write_run(study, tmp_path, "sifter", 1, 1e-5, 72.0, dev=85.0, tag="xy", lambdas="1,0,0")
-    table = study.tables(argparse.Namespace(out=str(tmp_path), readouts=["cls"]))
+    write_run(study, tmp_path, "sifter", 1, 1e-5, 70.5, dev=85.5, tag="z-penn")
+    table = study.tables(argparse.Namespace(records=str(tmp_path), readouts=["cls"]))
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if "|" in line}
-    chosen = rows["**SIFTER − SimCSE, same steps, each at its dev-chosen lr, paired by seed**"]
+    chosen = rows["**SIFTER − SimCSE, same steps, each at its dev-chosen lr, paired over 2 "
+                  "seeds**"]
     assert "| 2 | -3.00 ± 0.00 | -3.00 ± 0.00 |" in chosen  # sifter 1e-5 vs simcse 3e-5
-    same = rows["**SIFTER − SimCSE, same steps, both at lr 1e-05, paired by seed**"]
+    same = rows["**SIFTER − SimCSE, same steps, both at lr 1e-05, paired over 2 seeds**"]
     assert "| 2 | -1.00 ± 0.00 | -1.00 ± 0.00 |" in same
+    # a difference that rests on one pair says so
     assert "| 1 | -14.00 | -14.00 |" in rows[
-        "**SIFTER − SimCSE, same steps, both at lr 3e-05, paired by seed**"]
-    assert "SIFTER 1e-05, SimCSE 3e-05" in table
+        "**SIFTER − SimCSE, same steps, both at lr 3e-05, one seed**"]
+    # the choice quotes the seed-1 dev scores it was made on, not a mean over seeds
+    assert ("lr chosen on STS-B dev of the seed-1 runs: SIFTER 1e-05 (85.00 at 1e-05, 80.00 at "
+            "3e-05); SimCSE 3e-05 (84.00 at 1e-05, 86.00 at 3e-05)") in table
     # the ablation is set against all three pairs of its own seed and lr (71, not the 60 at 3e-5)
-    assert "| +1.00 | +1.00 | +0.00 |" in rows["**λ 1,0,0 − λ 1,1,1, lr 1e-05, seed 1**"]
+    assert "| +1.00 | +1.00 | +0.00 |" in rows[
+        "**λ 1,0,0 − λ 1,1,1, lr 1e-05, seed 1 (one seed)**"]
+    assert "| -0.50 | -0.50 | +0.50 |" in rows[
+        "**Z by Penn tags − Z by UD tags, lr 1e-05, seed 1 (one seed)**"]
+
+
+def test_docs_tables_are_the_committed_records(study):
+    """docs/results.md's generated study tables are exactly what `--table` makes of the records
+    committed in docs/experiments/runs/ (none yet: then the block is there and empty, and the
+    study's figures stand outside it, marked as not backed); rerun `sifter_study.py --table
+    --write-doc docs/results.md` after adding records."""
+    document = (ROOT / "docs" / "results.md").read_text()
+    assert study.BEGIN in document and study.END in document
+    assert study.generated_tables(document) == study.tables(study.parse_args(["--table"]))
+
+
+def test_the_docs_check_fails_when_a_record_changes(study, tmp_path):
+    """The check above can fail: a document written from records, then one changed task score
+    in one record, and the tables differ from the document's; rewriting touches nothing else."""
+    records = tmp_path / "runs"
+    for seed in (1, 2):
+        write_run(study, records, "sifter", seed, 1e-5, 70.0 + seed, dev=85.0)
+        write_run(study, records, "simcse", seed, 1e-5, 71.0 + seed, dev=84.0)
+    args = study.parse_args(["--table", "--records", str(records)])
+    assert study.tables(args), "no tables made of the records"
+    template = (ROOT / "docs" / "results.md").read_text()
+    document = study.with_tables(template, study.tables(args))
+    assert study.generated_tables(document) == study.tables(args)
+    results = sorted(records.glob("cls/*/results.json"))[0]
+    scores = json.loads(results.read_text())
+    scores["STS12"] += 0.01
+    results.write_text(json.dumps(scores))
+    assert study.generated_tables(document) != study.tables(args)
+    rewritten = study.with_tables(document, study.tables(args))
+    assert study.generated_tables(rewritten) == study.tables(args)
+    outside = [document.split(study.BEGIN)[0], document.split(study.END)[1]]
+    assert [rewritten.split(study.BEGIN)[0], rewritten.split(study.END)[1]] == outside
+
+
+def test_docs_sst2_tables_are_the_committed_records():
+    """The same for the SST-2 tables (docs/experiments/lstm_table.py): the generated ones are
+    exactly the LSTM records' (no records committed yet: then the document holds none, and its
+    SST-2 figures stand outside the generated block, marked as not backed)."""
+    lstm_table = experiment("lstm_table")
+    document = (ROOT / "docs" / "results.md").read_text()
+    assert lstm_table.generated_tables(document) == lstm_table.tables(lstm_table.RECORDS)
+
+
+def test_simcse_at_its_own_dropout_has_its_own_lr_choice_and_stands_beside_the_paper(study,
+                                                                                     tmp_path):
+    """replicate.sh's table: SimCSE at dropout 0.1 chooses its lr on its own seed-1 dev scores
+    (5e-5 here, where SimCSE at 0.15 chose 1e-5), is paired with SIFTER at that lr, and the
+    averages stand beside the papers' (SimCSE 76.25, SIFTER-SimCSE 78.20)."""
+    def dropout_run(seed, lr, score, dev):
+        run = study.dropout_variant("cls", seed, 300, lr, 0.1)
+        folder = tmp_path / run.name
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps(dataclasses.asdict(run)))
+        (folder / "results.json").write_text(json.dumps({"STS12": score, "avg": score}))
+        history = [{"step": 300, "stsb_dev": dev, "loss": 0.1, "seconds_per_step": 1.0}]
+        (folder / "summary.json").write_text(json.dumps(
+            {"best_stsb_dev": dev, "initial_stsb_dev": 70.0, "history": history}))
+
+    for seed in (1, 2):
+        for objective, score in (("sifter", 78.0), ("simcse", 77.0)):
+            run = study.Run("cls", objective, seed, 300, 1e-5)
+            folder = tmp_path / run.name
+            folder.mkdir(parents=True)
+            (folder / "run.json").write_text(json.dumps(dataclasses.asdict(run)))
+            (folder / "results.json").write_text(json.dumps({"STS12": score + seed,
+                                                             "avg": score + seed}))
+            (folder / "summary.json").write_text(json.dumps(
+                {"best_stsb_dev": 85.0, "initial_stsb_dev": 70.0, "history": [
+                    {"step": 300, "stsb_dev": 85.0, "loss": 0.1, "seconds_per_step": 1.0}]}))
+        dropout_run(seed, 5e-5, 75.0 + seed, dev=86.0)
+    dropout_run(1, 1e-5, 74.0, dev=84.0)
+    for seed in (1,):  # SIFTER and SimCSE seed 1 at 5e-5, worse on dev: not chosen
+        for objective in ("sifter", "simcse"):
+            run = study.Run("cls", objective, seed, 300, 5e-5)
+            folder = tmp_path / run.name
+            folder.mkdir(parents=True)
+            (folder / "run.json").write_text(json.dumps(dataclasses.asdict(run)))
+            (folder / "results.json").write_text(json.dumps({"STS12": 60.0, "avg": 60.0}))
+            (folder / "summary.json").write_text(json.dumps(
+                {"best_stsb_dev": 80.0, "initial_stsb_dev": 70.0, "history": [
+                    {"step": 300, "stsb_dev": 80.0, "loss": 0.1, "seconds_per_step": 1.0}]}))
+    table = study.tables(argparse.Namespace(records=str(tmp_path), readouts=["cls"], paper=True))
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if "|" in line}
+    assert "; SimCSE at dropout 0.1 5e-05 (84.00 at 1e-05, 86.00 at 5e-05)" in table
+    # SIFTER (1e-5) 79, 80 against SimCSE at dropout 0.1 (5e-5) 76, 77: +3 on both seeds
+    assert "| 2 | 3.00 ± 0.00 | 3.00 ± 0.00 |" in rows[
+        "**SIFTER − SimCSE, SimCSE at dropout 0.1, each at its dev-chosen lr, paired over 2 "
+        "seeds**"]
+    assert rows["SimCSE (unsup.), dropout 0.1"] == "| SimCSE (unsup.), dropout 0.1 | 2 | " \
+        "76.50 ± 0.71 | 76.25 |"
+    assert rows["SIFTER-SimCSE, dropout 0.15"] == "| SIFTER-SimCSE, dropout 0.15 | 2 | " \
+        "79.50 ± 0.71 | 78.20 |"
+    assert rows["**SIFTER − SimCSE at dropout 0.1, paired over 2 seeds**"].endswith(
+        "| 2 | 3.00 ± 0.00 | +1.95 |")
+
+
+def test_docs_z_audit_is_the_committed_record():
+    """docs/results.md's Z audit tables are what docs/experiments/z_audit.py --table makes of
+    the committed record docs/experiments/audit/z_audit_brown.json."""
+    z_audit = experiment("z_audit")
+    document = (ROOT / "docs" / "results.md").read_text()
+    committed = document.split(z_audit.BEGIN, 1)[1].split(z_audit.END, 1)[0].strip("\n")
+    assert committed == z_audit.markdown(json.loads(z_audit.RECORD.read_text()))

@@ -24,4 +24,12 @@ for seed in 1 2 3; do
   wait
 done
 
-python docs/experiments/lstm_table.py "$OUT"
+# each finished run's small record (metrics.json: config, history, accuracies; no weights) is
+# kept, committed, under docs/experiments/runs/lstm/: the tables in docs/results.md come from it
+RECORDS=docs/experiments/runs/lstm
+for run in "$OUT"/*-seed*/; do
+  [ -f "$run/metrics.json" ] || continue
+  mkdir -p "$RECORDS/$(basename "$run")"
+  cp "$run/metrics.json" "$RECORDS/$(basename "$run")/metrics.json"
+done
+python docs/experiments/lstm_table.py "$RECORDS"

@@ -63,6 +63,9 @@ class TrainConfig:
     num_cpus: int | None = None  # logical CPUs of a local cluster (default: workers x cpus + 2)
     s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL)
     fail_at_step: int | None = None  # fault drill: the last worker dies once at this step
+    # delete the run OUTPUT/NAME and the exports first, and start afresh; without it a rerun
+    # whose settings would change the model stops and says which
+    overwrite: bool = False
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -110,8 +113,10 @@ class TrainConfig:
         train-time MLP (SimCSE's and the paper's setting for a raw encoder); a Ditto pooling
         without a head takes the model's known one (ValueError without one); the name
         defaults to the objective."""
+        from sentray.encode.model_checks import check_model
         from sentray.encode.model_info import own_pooling
 
+        check_model(self.model)  # a broken model folder fails here, not on every worker
         config, own = self, None
         if config.pooling is None or config.mlp is None:
             own = own_pooling(config.model)

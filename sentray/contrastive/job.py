@@ -23,9 +23,10 @@ from sentray.contrastive.checkpoints import export_checkpoint, finished_checkpoi
 from sentray.contrastive.config import TrainConfig
 from sentray.contrastive.input_data import epoch_datasets, input_backbone_coverage, inspect_input
 from sentray.contrastive.loop import LoopConfig, train_loop_per_worker
-from sentray.encode.model_loading import load_config
+from sentray.encode.model_loading import load_config, model_fingerprint
 from sentray.evaluation import senteval
 from sentray.kit import config_files, storage
+from sentray.kit.settings_record import differences, mixing_error, read_settings, write_settings
 from sentray.training import ray_train
 from sentray.training.plan import StepPlan
 
@@ -48,10 +49,9 @@ def run_training(config: TrainConfig) -> dict:
         logger.info("Y keeps its whole backbone at max_length %d in %.2f%% of the %d rows with "
                     "one", config.max_length, 100 * coverage["backbone_whole_share"],
                     coverage["rows_with_backbone"])
-    config_files.write_config(config, config.output, job="train",
-                              s3_endpoint=config.s3_endpoint)
     output = storage.locate(config.output, config.s3_endpoint)
     run_folder = output.join(config.name)
+    _claim_run_folder(config, output, run_folder)
     finished = finished_checkpoints(run_folder, plan.total_steps)
     if finished:
         logger.info("run %s already trained its %d steps: exported again, no worker started",
@@ -76,9 +76,47 @@ def run_training(config: TrainConfig) -> dict:
                "exported": export_checkpoint(best, output, config, best_record),
                "history": history, "seconds": round(time.perf_counter() - started, 1),
                "config": json.loads(json.dumps(dataclasses.asdict(config), default=str))}
-    with output.filesystem.open_output_stream(output.join("summary.json").path) as f:
-        f.write(json.dumps(summary, indent=1).encode())
+    storage.write_bytes(output.join("summary.json"), json.dumps(summary, indent=1).encode())
+    config_files.write_config(config, config.output, job="train",
+                              s3_endpoint=config.s3_endpoint)
     return summary
+
+
+# What a trained model depends on: a rerun into the same --output/--name that changes any of
+# these would continue one run with another's settings. epochs and max_steps only extend a run
+# (its schedule then decays to the new last step); workers, evaluation and resources may change.
+MODEL_SETTINGS = ("model", "objective", "pooling", "head", "mlp", "dropout", "temperature",
+                  "lambdas", "max_length", "batch_size", "lr", "weight_decay", "warmup_ratio",
+                  "max_grad_norm", "seed", "input", "precision")
+
+
+def train_settings(config: TrainConfig) -> dict:
+    settings = {key: getattr(config, key) for key in MODEL_SETTINGS}
+    settings["lambdas"] = config.lambdas.spec()
+    settings["model_files"] = model_fingerprint(config.model)
+    return settings
+
+
+def _claim_run_folder(config: TrainConfig, output: storage.Location,
+                      run_folder: storage.Location) -> None:
+    """--overwrite: delete the run's folder and the exports; else stop when the run folder
+    holds a run made with other settings. Then record this run's."""
+    settings = train_settings(config)
+    if config.overwrite:
+        for folder in (run_folder, output.join("best"), output.join("best-st")):
+            if storage.exists(folder):
+                folder.filesystem.delete_dir(folder.path)
+        logger.info("--overwrite: deleted run %s and its exports", run_folder.uri)
+    elif storage.exists(run_folder):
+        stored = read_settings(run_folder)
+        changed = differences(stored, settings) if stored is not None else []
+        if changed:
+            raise mixing_error(
+                run_folder.uri, changed, "Train under another --name, rerun with the stored "
+                "settings (--epochs and --max-steps may grow: they extend the run), or add "
+                "--overwrite to delete that run and its exports and start afresh.")
+    run_folder.filesystem.create_dir(run_folder.path, recursive=True)
+    write_settings(run_folder, settings, "train")
 
 
 def _log_plan(config: TrainConfig, plan: StepPlan) -> dict:

@@ -65,25 +65,39 @@ def train_loop_per_worker(loop: LoopConfig) -> None:
 
 @dataclass
 class Window:
-    """What a worker measures between two reports."""
+    """What a worker measures between two reports, step by step: the loss, the global gradient
+    norm before and after clipping, and the lr the optimizer step used (read from the optimizer
+    itself, so a loop that skipped the clip or the schedule shows it in its records)."""
 
     losses: list
-    grad_norms: list
+    grad_norms: list  # before clipping
+    grad_norms_after_clip: list
+    lrs_used: list
     step_seconds: list  # wall time per step, batch fetch included, reports excluded
     backbones: int = 0  # Y views with a backbone ...
     backbones_whole: int = 0  # ... and with all of it
 
     @classmethod
     def empty(cls) -> Window:
-        return cls([], [], [])
+        return cls([], [], [], [], [])
 
     def summary(self) -> dict:
+        """The report's measures: window means, and the last step's lr and norms as they were
+        at that step (`lr`, added by the report, is the lr of the step after it)."""
+        def last(values: list):
+            return float(values[-1]) if values else None
+
         return {"loss": float(np.mean(self.losses)) if self.losses else None,
                 "seconds_per_step": float(np.mean(self.step_seconds)) if self.step_seconds
                 else None,
                 "grad_norm": float(np.mean(self.grad_norms)) if self.grad_norms else None,
                 "backbone_whole_share": (self.backbones_whole / self.backbones
-                                         if self.backbones else None)}
+                                         if self.backbones else None),
+                "lr_used": last(self.lrs_used),
+                "grad_norm_before_clip": last(self.grad_norms),
+                "grad_norm_after_clip": last(self.grad_norms_after_clip),
+                "largest_grad_norm_after_clip": (float(max(self.grad_norms_after_clip))
+                                                 if self.grad_norms_after_clip else None)}
 
 
 class WorkerRun:
@@ -172,9 +186,10 @@ class WorkerRun:
                 window.step_seconds.append(now - mark)
             mark = now
             if self.rank == 0 and self.plan.logs_at(step.number):
-                logger.info("step %d/%d epoch %d loss %.4g grad norm %.3g lr %.3g (%.2f "
-                            "steps/s)", step.number, self.plan.total_steps, step.epoch, loss,
-                            window.grad_norms[-1], self.scheduler.get_last_lr()[0],
+                logger.info("step %d/%d epoch %d loss %.4g grad norm %.3g (clipped to %.3g) lr "
+                            "%.3g (%.2f steps/s)", step.number, self.plan.total_steps,
+                            step.epoch, loss, window.grad_norms[-1],
+                            window.grad_norms_after_clip[-1], window.lrs_used[-1],
                             (step.number - done) / (time.perf_counter() - started))
             if self.plan.evaluates_at(step.number):
                 self._report({"step": step.number, "epoch": step.epoch, **window.summary()})
@@ -193,8 +208,12 @@ class WorkerRun:
                 config.objective, config.lambdas), self.local_batch, self.device)
         views = [gather_with_local_grad(v) for v in local_views]
         loss = objective_loss(config.objective, views, config.lambdas, config.temperature)
-        window.grad_norms.append(clipped_step(self.model, loss, self.optimizer, self.scaler,
-                                              config.max_grad_norm))
+        window.lrs_used.append(self.optimizer.param_groups[0]["lr"])  # what this update uses
+        before = clipped_step(self.model, loss, self.optimizer, self.scaler,
+                              config.max_grad_norm)
+        after = gradient_norm(self.optimizer)  # the gradient the update was made with
+        window.grad_norms.append(after if np.isnan(before) else before)  # nan: no clipping
+        window.grad_norms_after_clip.append(after)
         self.scheduler.step()
         window.losses.append(float(loss.detach()))
         return window.losses[-1]
@@ -247,6 +266,17 @@ def _maybe_fail(marker: str | None, config: TrainConfig, rank: int, world: int,
         f.write(b"failed once here\n")
     logger.warning("fault drill: worker %d exits at step %d", rank, step)
     os._exit(1)
+
+
+def gradient_norm(optimizer: torch.optim.Optimizer) -> float:
+    """The global L2 norm of the gradients the optimizer holds (after a clipped step: the
+    clipped gradient; under AMP, unscaled)."""
+    grads = [p.grad for group in optimizer.param_groups for p in group["params"]
+             if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float())
+                                                       for g in grads])))
 
 
 def parameter_checksum(model: nn.Module) -> float:

@@ -12,7 +12,7 @@ from sentray.contrastive.view_tokens import ViewGroup
 from sentray.encode.pooled_model import PooledEncoder
 
 # poolings that leave encoder layers out of the loss (DDP must be told)
-PARTIAL_POOLINGS = frozenset({"static_avg", "ditto_static"})
+PARTIAL_POOLINGS = frozenset({"static_avg", "embedding_layer_avg", "ditto_static"})
 
 
 class ContrastiveModel(nn.Module):

@@ -24,6 +24,7 @@ from sentray.contrastive.objectives import (
     SifterWeights,
     objective_views,
 )
+from sentray.encode.encoder import special_tokens
 from sentray.sifter.positives import tidy_spacing
 
 
@@ -36,17 +37,6 @@ def backbone_start(text: str, backbone_text: str) -> int | None:
     if len(backbone_text) > len(head) and backbone_text.startswith(head):
         return len(head)
     return None
-
-
-def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
-    """The ids the tokenizer puts before and after a single text ([CLS], [SEP] for BERT; <s>,
-    </s> for RoBERTa), read off one encoding with and without them."""
-    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
-    full = tokenizer("a")["input_ids"]
-    for start in range(len(full) - len(plain) + 1):
-        if full[start:start + len(plain)] == plain:
-            return full[:start], full[start + len(plain):]
-    raise ValueError(f"cannot tell {type(tokenizer).__name__}'s special tokens apart from text")
 
 
 @dataclass(frozen=True)

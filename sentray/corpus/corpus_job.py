@@ -11,24 +11,27 @@ only what differs: its actor, its output folders and their routing, its summary.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import math
-import posixpath
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from sentray.corpus import part_files
+from sentray.corpus import output_claims, part_files
+from sentray.corpus.compaction import compact, needs_compaction
 from sentray.corpus.reading import corpus_datasource, read_tasks
 from sentray.corpus.row_progress import RowProgress
+from sentray.corpus.source_runs import Run, remove_parts, remove_temporaries, source_runs
 from sentray.corpus.sources import CorpusConfig, Source, discover_sources, estimate_rows
 from sentray.kit import config_files, storage
 from sentray.kit.ray_cluster import local_cpus
+from sentray.kit.settings_record import write_settings
 
 logger = logging.getLogger(__name__)
 
@@ -62,17 +65,37 @@ class ActorPoolConfig:
         return self.num_cpus or local_cpus(self.actors, self.cpus_per_actor)
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A source with rows still to do: `runs` of them, or all of it (None)."""
+
+    source: Source
+    runs: list[Run] | None
+
+    @property
+    def rows(self) -> int:
+        """Rows to do (text files without parts: estimated from their first MiB)."""
+        if self.runs is None:
+            return estimate_rows(self.source)
+        return sum(end - first for first, end in self.runs)
+
+
 def pending_sources(sources: Sequence[Source],
-                    folders: Sequence[storage.Location]) -> list[Source]:
-    """The sources not yet complete in `folders`; the parts of half-done ones are deleted."""
+                    folders: Sequence[storage.Location]) -> list[Pending]:
+    """The sources not yet complete in `folders`, with the runs of rows still to do: the parts
+    a stopped run finished are kept; parts of runs that died half-way (or of an input whose row
+    count has changed) are deleted, and so are parts a stopped compaction left behind."""
     todo = []
     for source in sources:
-        if part_files.is_complete(folders, source):
-            continue
-        part_files.remove_source_output(folders, source.key)
-        todo.append(source)
-    logger.info("%d input files, %d already done, %d to process", len(sources),
-                len(sources) - len(todo), len(todo))
+        runs = source_runs(folders, source)
+        remove_parts(runs.stale)
+        if not runs.complete:
+            remove_temporaries(folders, source.key)
+        if not runs.complete:
+            todo.append(Pending(source, runs.missing))
+    partial = sum(1 for p in todo if p.runs is not None and p.runs != [(0, p.source.num_rows)])
+    logger.info("%d input files, %d already done, %d to process (%d of them in part)",
+                len(sources), len(sources) - len(todo), len(todo), partial)
     return todo
 
 
@@ -82,7 +105,7 @@ BLOCKS_PER_ACTOR = 2
 ROUNDS_COUNTED = 8
 
 
-def block_rows(sources: Sequence[Source], pool: ActorPoolConfig) -> int:
+def block_rows(pending: Sequence[Pending], pool: ActorPoolConfig) -> int:
     """Rows per block handed to one actor call: at most `pool.rows_per_batch`, and for an input
     of fewer than ROUNDS_COUNTED rounds, sized so that the blocks come out as whole rounds (a
     multiple of the actor count, at least BLOCKS_PER_ACTOR each) of equal size, so that the
@@ -91,64 +114,75 @@ def block_rows(sources: Sequence[Source], pool: ActorPoolConfig) -> int:
     Rows are counted (text files estimated from their first MiB) only until there are enough."""
     enough = ROUNDS_COUNTED * pool.actors * pool.rows_per_batch
     rows = 0
-    for source in sources:
-        rows += estimate_rows(source)
+    for item in pending:
+        rows += item.rows
         if rows >= enough:
             return pool.rows_per_batch
     rounds = max(BLOCKS_PER_ACTOR, math.ceil(rows / (pool.actors * pool.rows_per_batch)))
     return max(1, math.ceil(rows / (pool.actors * rounds)))
 
 
-def run_actor_pool(sources: Sequence[Source], corpus: CorpusConfig, actor_class: type,
-                   actor_kwargs: dict, route: part_files.Route, pool: ActorPoolConfig) -> dict:
-    """Stream every row of `sources` through `actor_class` and write what `route` says.
-    Returns where the time went, in seconds: `ray_start` (connecting or starting a cluster),
-    `first_part` (from the call to the first part written: the fixed cost before the first
-    batch is out) and `pipeline` (the call, in all)."""
+@contextlib.contextmanager
+def ray_session(pool: ActorPoolConfig) -> Iterator[float]:
+    """Ray for the job: the cluster at `pool.address` (or $RAY_ADDRESS), else a private one on
+    127.0.0.1, shut down at the end if this job started it. Yields the seconds Ray took."""
     import ray
-    from ray.data import ActorPoolStrategy
 
-    from sentray.kit.ray_cluster import init_ray
+    from sentray.kit.ray_cluster import ClusterWatch, init_ray
 
     started = time.time()
-    rows = block_rows(sources, pool)
     started_local = init_ray(pool.address, num_cpus=pool.local_cluster_cpus)
-    ray_started = time.time()
-    sink = part_files.make_sink(route)
     try:
-        # A read task's blocks all reach a single actor; the streaming repartition hands
-        # blocks of `rows` rows to whichever actor is free.
-        corpus = dataclasses.replace(corpus, rows_per_block=rows)
-        dataset = ray.data.read_datasource(corpus_datasource(list(sources), corpus),
-                                           override_num_blocks=len(read_tasks(sources, corpus)))
-        dataset = dataset.repartition(target_num_rows_per_block=rows)
-        dataset = dataset.map_batches(
-            actor_class,
-            fn_constructor_kwargs=actor_kwargs,
-            batch_size=rows,
-            batch_format="pyarrow",
-            compute=ActorPoolStrategy(size=pool.actors),
-            num_gpus=pool.num_gpus or None,
-            num_cpus=pool.cpus_per_actor,
-        )
-        dataset.write_datasink(sink)
+        with ClusterWatch("Run the same command against a new cluster: every part written so "
+                          "far is kept, and only the rows still missing are redone."):
+            yield round(time.time() - started, 2)
     finally:
         if started_local:
             ray.shutdown()
-    timings = {"rows_per_block": rows, "ray_start": round(ray_started - started, 2),
-               "first_part": None, "pipeline": round(time.time() - started, 2),
+
+
+def run_actor_pool(pending: Sequence[Pending], corpus: CorpusConfig, actor_class: type,
+                   actor_kwargs: dict, route: part_files.Route, pool: ActorPoolConfig) -> dict:
+    """Stream every row still to do through `actor_class` and write what `route` says (Ray
+    up: `ray_session`). Returns where the time went, in seconds: `first_part` (from the call to
+    the first part written: the fixed cost before the first batch is out) and `pipeline` (the
+    call, in all)."""
+    import ray
+    from ray.data import ActorPoolStrategy
+
+    started = time.time()
+    rows = block_rows(pending, pool)
+    sink = part_files.make_sink(route)
+    # A read task's blocks all reach a single actor; the streaming repartition hands blocks of
+    # `rows` rows to whichever actor is free.
+    corpus = dataclasses.replace(corpus, rows_per_block=rows)
+    work = [(item.source, item.runs) for item in pending]
+    dataset = ray.data.read_datasource(corpus_datasource(work, corpus),
+                                       override_num_blocks=len(read_tasks(work, corpus)))
+    dataset = dataset.repartition(target_num_rows_per_block=rows)
+    dataset = dataset.map_batches(
+        actor_class,
+        fn_constructor_kwargs=actor_kwargs,
+        batch_size=rows,
+        batch_format="pyarrow",
+        compute=ActorPoolStrategy(size=pool.actors),
+        num_gpus=pool.num_gpus or None,
+        num_cpus=pool.cpus_per_actor,
+    )
+    dataset.write_datasink(sink)
+    timings = {"rows_per_block": rows, "first_part": None,
+               "pipeline": round(time.time() - started, 2),
                "first_part_at": sink.first_write}  # Unix time, for a caller's own clock
     if sink.first_write is not None:
         timings["first_part"] = round(sink.first_write - started, 2)
-    logger.info("blocks of %d rows; Ray ready after %.1f s, first part written after %s s, "
-                "%.1f s in all", rows, timings["ray_start"], timings["first_part"],
-                timings["pipeline"])
+    logger.info("blocks of %d rows; first part written after %s s, %.1f s in all", rows,
+                timings["first_part"], timings["pipeline"])
     return timings
 
 
 def write_summary(folder: storage.Location, summary: dict) -> None:
-    with folder.filesystem.open_output_stream(posixpath.join(folder.path, SUMMARY_FILE)) as out:
-        out.write(json.dumps(summary, indent=1, default=str).encode())
+    storage.write_bytes(folder.join(SUMMARY_FILE),
+                        json.dumps(summary, indent=1, default=str).encode())
 
 
 # -- the driver -----------------------------------------------------------------------------------
@@ -170,47 +204,106 @@ class CorpusJob:
     empty_schema: Callable[[Source], pa.Schema]  # the output schema of a file with no rows
     # (located folders, sources) -> the summary's counts, with rows_in and incomplete_sources
     summarize: Callable[[list[storage.Location], list[Source]], dict]
+    # what the rows depend on: recorded in OUTPUT/_settings.json by the first run, and a rerun
+    # with other values stops before Ray starts (output_claims)
+    settings: dict = field(default_factory=dict)
+    overwrite: bool = False  # delete the job's own files in its folders first
     rows_out_keys: tuple[str, ...] = ("rows_out",)  # summary counts that add up to rows_in
     check_before_pool: Callable[[], None] | None = field(default=None)  # fail fast (a model)
+    # merge each finished source's parts into files of this many rows (single-folder jobs)
+    rows_per_file: int | None = None
+    # called once the run holds its claim, before any row is written (e.g. to record the
+    # quantization ranges next to the rows)
+    before_rows: Callable[[list[storage.Location]], None] | None = field(default=None)
 
 
 def run_corpus_job(job: CorpusJob) -> dict:
+    """`_run_corpus_job`, with a storage failure (S3 past its retries, a full disk) anywhere in
+    it, in the driver or in a Ray task, said as a `StorageError`: what failed, where, and that
+    a rerun keeps what was written."""
+    try:
+        return _run_corpus_job(job)
+    except Exception as exc:
+        failure = storage.describe_failure(exc, ", ".join(job.folders))
+        if failure is None:
+            raise
+        raise storage.StorageError(
+            f"{failure}. Every part finished before it is kept: run the same command again "
+            "once storage is back, and only the rows still missing are redone.") from exc
+
+
+def _run_corpus_job(job: CorpusJob) -> dict:
     """Run `job` over every row of its corpus; return the summary (also OUTPUT/_summary.json).
     Files already complete in the output are skipped, so a rerun finishes what a stopped one
-    left; a summary whose rows do not add up raises instead of being written."""
+    left; a rerun with other settings stops before Ray starts; a summary whose rows do not add
+    up raises instead of being written. OUTPUT/_config.yaml is written last, by a run whose
+    rows all came out."""
     started = time.perf_counter()
     # Every file is checked before Ray starts; the job's own folders are never read as input.
     sources = discover_sources(job.corpus, exclude=list(job.folders))
     folders = [storage.locate(folder, job.corpus.s3_endpoint) for folder in job.folders]
-    for folder in folders:
-        folder.filesystem.create_dir(folder.path, recursive=True)
-    config_files.write_config(job.config, job.folders[0], job=job.name,
-                            s3_endpoint=job.corpus.s3_endpoint)
-    todo = pending_sources(sources, folders)
-    empty = [s for s in todo if s.num_rows == 0]
-    todo = [s for s in todo if s.num_rows != 0]
-    for source in empty:
-        part_files.write_empty_source(folders[0], source, job.empty_schema(source))
-    timings = None
-    if todo:
-        if job.check_before_pool is not None:
-            job.check_before_pool()
-        with RowProgress(folders, todo):
-            timings = run_actor_pool(todo, job.corpus, job.actor_class, job.actor_kwargs,
-                                     job.route(folders), job.pool)
-    seconds = time.perf_counter() - started
-    summary = job.summarize(folders, sources)
-    rows_this_run = sum(part_files.completed_rows(folders, s.key)[1] or 0 for s in todo)
-    summary.update({
-        "processed_this_run": [s.uri for s in empty + todo],
-        "seconds": round(seconds, 2),
-        "sentences_per_second": round(rows_this_run / seconds, 1) if todo else None,
-        "timings": timings,
-        "config": json.loads(json.dumps(dataclasses.asdict(job.config), default=str)),
-    })
-    rows_out = sum(summary[key] for key in job.rows_out_keys)
-    if summary["incomplete_sources"] or summary["rows_in"] != rows_out:
-        raise RuntimeError(f"row accounting failed: {json.dumps(summary, default=str)}")
-    write_summary(folders[0], summary)
+    if not job.overwrite:
+        output_claims.check_settings(folders, job.settings)  # refuse before touching anything
+    with output_claims.RunClaim(folders[0], job.settings):
+        _prepare_folders(job, folders)
+        todo = pending_sources(sources, folders)
+        empty = [p.source for p in todo if p.source.num_rows == 0]
+        todo = [p for p in todo if p.source.num_rows != 0]
+        for source in empty:
+            part_files.write_empty_source(folders[0], source, job.empty_schema(source))
+        timings = _run_rows(job, folders, sources, todo)
+        seconds = time.perf_counter() - started
+        summary = job.summarize(folders, sources)
+        rows_this_run = sum(p.rows if p.runs is not None else
+                            source_runs(folders, p.source).total or 0 for p in todo)
+        summary.update({
+            "processed_this_run": [s.uri for s in empty + [p.source for p in todo]],
+            "seconds": round(seconds, 2),
+            "sentences_per_second": round(rows_this_run / seconds, 1) if todo else None,
+            "timings": timings, "settings": job.settings,
+            "config": json.loads(json.dumps(dataclasses.asdict(job.config), default=str)),
+        })
+        rows_out = sum(summary[key] for key in job.rows_out_keys)
+        if summary["incomplete_sources"] or summary["rows_in"] != rows_out:
+            raise RuntimeError(f"row accounting failed: {json.dumps(summary, default=str)}")
+        write_summary(folders[0], summary)
+        config_files.write_config(job.config, job.folders[0], job=job.name,
+                                  s3_endpoint=job.corpus.s3_endpoint)
     return summary
 
+
+def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Source],
+              todo: list[Pending]) -> dict | None:
+    """The actor pool over the rows still to do, then (with `rows_per_file`) the compaction of
+    every complete source; returns the timings (None when there was nothing to do)."""
+    compacting = (job.rows_per_file is not None and len(folders) == 1
+                  and (todo or needs_compaction(folders[0], sources, job.rows_per_file)))
+    if not todo and not compacting:
+        return None
+    if todo and job.check_before_pool is not None:
+        job.check_before_pool()
+    with ray_session(job.pool) as ray_seconds:
+        timings = {"ray_start": ray_seconds}
+        if todo:
+            with RowProgress(folders, [p.source for p in todo]):
+                timings.update(run_actor_pool(todo, job.corpus, job.actor_class,
+                                              job.actor_kwargs, job.route(folders), job.pool))
+        if compacting:
+            timings["compaction"] = compact(folders[0], sources, job.rows_per_file)
+    return timings
+
+
+def _prepare_folders(job: CorpusJob, folders: list[storage.Location]) -> None:
+    """Under the run's claim: --overwrite's deletion (or the settings checked again: another
+    run may have written since), the folders, the settings record, the job's own first files."""
+    if job.overwrite:
+        deleted = output_claims.remove_job_files(folders)
+        logger.info("--overwrite: deleted %d files of this job in %s", deleted,
+                    ", ".join(f.uri for f in folders))
+    else:
+        output_claims.check_settings(folders, job.settings)
+    for folder in folders:
+        folder.filesystem.create_dir(folder.path, recursive=True)
+    write_settings(folders[0], job.settings, job.name)
+    if job.before_rows is not None:
+        job.before_rows(folders)

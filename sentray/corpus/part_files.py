@@ -6,14 +6,14 @@ parts, each a run of its consecutive rows,
 A job that splits rows between folders (kept rows to the output, rejected ones to a rejects
 folder) writes each run of rows once per folder, every part named by the whole run and `-rows-<n>`
 saying how many of its rows that folder holds; so a filter does not shatter the output into a
-file per gap. A source is done exactly when its runs tile [0, rows) and each run's rows add up
-across the folders. That makes reruns resume: complete sources are skipped, incomplete ones have
-their parts deleted and are redone. Writes are atomic: local parts are renamed into place, S3
+file per gap. Which runs are done, and what a rerun still has to write, is read from the names
+alone (`sentray.corpus.source_runs`). Writes are atomic: local parts are renamed into place, S3
 objects appear whole.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import posixpath
 import re
@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sentray.corpus.sources import Source
@@ -32,6 +31,7 @@ from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
 
+COUNTS_KEY = b"sentray.counts"  # a part's counts of flagged rows, in its Parquet metadata
 PART_NAME = re.compile(r"^part-(\d+)-(\d+)-of-(\d+)(?:-rows-(\d+))?\.parquet$")
 # Columns every table handed to the sink carries: its source key, row and the source's rows.
 ACCOUNTING_COLUMNS = ("source", "row", "source_rows")
@@ -50,7 +50,9 @@ def part_name(first_row: int, end_row: int, total: int, rows: int | None = None)
 def write_part(folder: storage.Location, source_key: str, table: pa.Table,
                run: tuple[int, int] | None = None) -> None:
     """Write rows of one source that fall in the run [first, end) of its rows (default: the
-    table is the whole run); `source_rows` is dropped."""
+    table is the whole run); `source_rows` is dropped, and so is every column named `_x`
+    (a per-row flag of the actor's), whose sum goes into the file's metadata as count `x`
+    (`read_counts`). The table's own schema metadata is kept."""
     rows = table.column("row")
     first, end = run or (rows[0].as_py(), rows[-1].as_py() + 1)
     total = table.column("source_rows")[0].as_py()
@@ -58,7 +60,13 @@ def write_part(folder: storage.Location, source_key: str, table: pa.Table,
     target = folder.join(source_key)
     final = posixpath.join(target.path, part_name(first, end, total, table.num_rows))
     folder.filesystem.create_dir(target.path, recursive=True)
-    table = table.drop_columns(["source_rows"])
+    flags = [name for name in table.column_names if name.startswith("_")]
+    counts = {name[1:]: int(pc.sum(table.column(name)).as_py() or 0) for name in flags}
+    table = table.drop_columns(["source_rows", *flags])
+    if counts:
+        metadata = dict(table.schema.metadata or {})
+        metadata[COUNTS_KEY] = json.dumps(counts).encode()
+        table = table.replace_schema_metadata(metadata)
     if folder.is_s3:
         pq.write_table(table, final, filesystem=folder.filesystem)
         return
@@ -124,59 +132,6 @@ def make_sink(route: Route):
     return PartSink()
 
 
-def row_ranges(folder: storage.Location, source_key: str) -> list[tuple[int, int, int, int]]:
-    """(first, end, total, rows held) of every part of one source in `folder`."""
-    target = folder.join(source_key)
-    try:
-        infos = folder.filesystem.get_file_info(pafs.FileSelector(target.path))
-    except FileNotFoundError:
-        return []
-    ranges = []
-    for info in infos:
-        match = PART_NAME.match(posixpath.basename(info.path))
-        if match:
-            first, end, total, rows = match.groups()
-            first, end, total = int(first), int(end), int(total)
-            ranges.append((first, end, total, end - first if rows is None else int(rows)))
-    return ranges
-
-
-def completed_rows(folders: Sequence[storage.Location],
-                   source_key: str) -> tuple[int, int | None]:
-    """(rows covered, source rows) from the part names of one source in all `folders`; rows
-    covered is -1 when the runs do not tile [0, rows) exactly or a run's rows do not add up
-    across the folders (a run that died half-way)."""
-    held: dict[tuple[int, int, int], int] = {}
-    for folder in folders:
-        for first, end, total, rows in row_ranges(folder, source_key):
-            held[(first, end, total)] = held.get((first, end, total), 0) + rows
-    if not held:
-        return 0, None
-    totals = {total for _, _, total in held}
-    position = 0
-    for (first, end, total) in sorted(held):
-        if first != position or held[(first, end, total)] != end - first:
-            return -1, None
-        position = end
-    if len(totals) != 1:
-        return -1, None
-    return position, totals.pop()
-
-
-def is_complete(folders: Sequence[storage.Location], source: Source) -> bool:
-    covered, total = completed_rows(folders, source.key)
-    if total is None or covered != total:
-        return False
-    return source.num_rows is None or source.num_rows == total
-
-
-def remove_source_output(folders: Sequence[storage.Location], source_key: str) -> None:
-    for folder in folders:
-        target = folder.join(source_key)
-        if storage.exists(target):
-            folder.filesystem.delete_dir(target.path)
-
-
 def write_empty_source(folder: storage.Location, source: Source, schema: pa.Schema) -> None:
     """A 0-row input still gets its (empty) part, so that it counts as done."""
     target = folder.join(source.key)
@@ -185,14 +140,24 @@ def write_empty_source(folder: storage.Location, source: Source, schema: pa.Sche
                    filesystem=folder.filesystem)
 
 
-def read_column(folder: storage.Location, source_key: str, column: str) -> list:
-    """One column of one source's parts in `folder` ([] when it has none)."""
-    target = folder.join(source_key)
-    if not storage.exists(target):
-        return []
-    dataset = pq.ParquetDataset(target.path, filesystem=folder.filesystem)
-    return dataset.read(columns=[column]).column(column).to_pylist()
+def count_values(parts, column: str) -> dict:
+    """{value: rows holding it} of one column over the given parts (`source_runs.Part`s),
+    counted by Arrow, one part at a time: memory per part, not per output."""
+    counts: dict = {}
+    for part in parts:
+        with part.folder.filesystem.open_input_file(part.path) as handle:
+            values = pq.read_table(handle, columns=[column]).column(column)
+        for entry in pc.value_counts(values).to_pylist():
+            counts[entry["values"]] = counts.get(entry["values"], 0) + entry["counts"]
+    return counts
 
 
-def incomplete_sources(folders: Sequence[storage.Location], sources: Sequence[Source]) -> list:
-    return [s.uri for s in sources if not is_complete(folders, s)]
+def read_counts(parts) -> dict[str, int]:
+    """The counts of flagged rows (`write_part`) over the given parts."""
+    totals: dict[str, int] = {}
+    for part in parts:
+        with part.folder.filesystem.open_input_file(part.path) as handle:
+            metadata = pq.read_metadata(handle).metadata or {}
+        for name, count in json.loads(metadata.get(COUNTS_KEY, b"{}")).items():
+            totals[name] = totals.get(name, 0) + count
+    return totals

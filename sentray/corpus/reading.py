@@ -8,8 +8,9 @@ dropped. A line that is not valid UTF-8 is not an error: it comes out with a nul
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -66,21 +67,45 @@ def _text_column(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
     return pa.array(texts, pa.string()), pa.array(errors, pa.string())
 
 
+def in_runs(table: pa.Table, runs: Sequence[tuple[int, int]] | None) -> pa.Table:
+    """The records of `table` whose row falls in one of `runs` (sorted, disjoint [first, end));
+    all of them for None."""
+    if runs is None or not table.num_rows:
+        return table
+    rows = table.column("row").to_numpy()
+    starts = np.array([first for first, _ in runs], dtype=np.int64)
+    ends = np.array([end for _, end in runs], dtype=np.int64)
+    index = np.searchsorted(starts, rows, side="right") - 1
+    keep = (index >= 0) & (rows < ends[np.maximum(index, 0)])
+    return table if keep.all() else table.filter(pa.array(keep))
+
+
 def read_text_source(source: Source, lines_per_block: int = 1024,
-                     with_previous_text: bool = False) -> Iterator[pa.Table]:
+                     with_previous_text: bool = False,
+                     runs: Sequence[tuple[int, int]] | None = None) -> Iterator[pa.Table]:
+    """A text file's records, in blocks, only those in `runs` when given (the rows a rerun
+    still has to do)."""
     with source.filesystem.open_input_stream(source.path) as handle:
         data = handle.read()
     texts, errors = decode_lines(data)
     total = len(texts)
     for start in range(0, total, lines_per_block):
         stop = min(start + lines_per_block, total)
+        if runs is not None and not any(a < stop and start < b for a, b in runs):
+            continue
         previous = (texts[start - 1] if start else None) if with_previous_text else False
-        yield _records(source, start, pa.array(texts[start:stop], pa.string()),
-                       pa.array(errors[start:stop], pa.string()), None, total, previous)
+        block = in_runs(_records(source, start, pa.array(texts[start:stop], pa.string()),
+                                 pa.array(errors[start:stop], pa.string()), None, total,
+                                 previous), runs)
+        if block.num_rows:
+            yield block
 
 
 def read_parquet_source(source: Source, row_groups: list[int], first_row: int,
-                        config: CorpusConfig) -> Iterator[pa.Table]:
+                        config: CorpusConfig,
+                        runs: Sequence[tuple[int, int]] | None = None) -> Iterator[pa.Table]:
+    """The records of some of a Parquet file's row groups (starting at `first_row`), in
+    blocks, only those in `runs` when given."""
     columns = [config.text_column] + ([config.id_column] if config.id_column else [])
     with source.filesystem.open_input_file(source.path) as handle:
         parquet = pq.ParquetFile(handle)
@@ -96,46 +121,59 @@ def read_parquet_source(source: Source, row_groups: list[int], first_row: int,
             table = pa.Table.from_batches([batch])
             texts, errors = _text_column(table.column(config.text_column))
             ids = table.column(config.id_column).combine_chunks() if config.id_column else None
-            yield _records(source, row, texts, errors, ids, source.num_rows, previous)
+            block = in_runs(_records(source, row, texts, errors, ids, source.num_rows,
+                                     previous), runs)
+            if block.num_rows:
+                yield block
             if config.with_previous_text and len(texts):
                 previous = texts[-1].as_py()
             row += table.num_rows
 
 
-def read_tasks(sources: list[Source], config: CorpusConfig) -> list[tuple[Source, list[int], int]]:
-    """(source, row groups, first row) per read task: Parquet row groups grouped up to
-    rows_per_read_task rows, a text file whole."""
+Runs = list[tuple[int, int]] | None  # the rows still to do of a source; None: all of them
+PlannedRead = tuple[Source, list[int], int, Runs]  # source, row groups, first row, runs
+
+
+def read_tasks(pending: list[tuple[Source, Runs]], config: CorpusConfig) -> list[PlannedRead]:
+    """(source, row groups, first row, runs) per read task: of each source, only the Parquet
+    row groups that hold rows still to do, grouped up to rows_per_read_task rows; a text file
+    whole (filtered to its runs)."""
     tasks = []
-    for source in sources:
+    for source, runs in pending:
         if source.format == "text":
-            tasks.append((source, [], 0))
+            tasks.append((source, [], 0, runs))
             continue
         group: list[int] = []
         group_rows = first = row = 0
         for index, rows in enumerate(source.row_groups):
-            if group and group_rows + rows > config.rows_per_read_task:
-                tasks.append((source, group, first))
-                group, group_rows, first = [], 0, row
-            group.append(index)
-            group_rows += rows
+            wanted = runs is None or any(a < row + rows and row < b for a, b in runs)
+            if group and (group_rows + rows > config.rows_per_read_task or not wanted):
+                tasks.append((source, group, first, runs))
+                group, group_rows = [], 0
+            if wanted:
+                if not group:
+                    first = row
+                group.append(index)
+                group_rows += rows
             row += rows
         if group:
-            tasks.append((source, group, first))
+            tasks.append((source, group, first, runs))
     return tasks
 
 
-def corpus_datasource(sources: list[Source], config: CorpusConfig):
-    """A Ray Data datasource over `sources` (build with `ray.data.read_datasource`)."""
+def corpus_datasource(pending: list[tuple[Source, Runs]], config: CorpusConfig):
+    """A Ray Data datasource over the rows still to do of each source (build with
+    `ray.data.read_datasource`)."""
     from ray.data.block import BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
 
-    planned = read_tasks(sources, config)
+    planned = read_tasks(pending, config)
 
-    def make_read_fn(source: Source, row_groups: list[int], first_row: int):
+    def make_read_fn(source: Source, row_groups: list[int], first_row: int, runs: Runs):
         if source.format == "text":
             return lambda: read_text_source(source, config.rows_per_block,
-                                            config.with_previous_text)
-        return lambda: read_parquet_source(source, row_groups, first_row, config)
+                                            config.with_previous_text, runs)
+        return lambda: read_parquet_source(source, row_groups, first_row, config, runs)
 
     class CorpusDatasource(Datasource):
         def estimate_inmemory_data_size(self) -> int | None:
@@ -144,12 +182,11 @@ def corpus_datasource(sources: list[Source], config: CorpusConfig):
         def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                            data_context=None) -> list[ReadTask]:
             tasks = []
-            for source, row_groups, first_row in planned:
-                rows = (sum(source.row_groups[g] for g in row_groups)
-                        if source.format == "parquet" else None)
-                metadata = BlockMetadata(num_rows=rows, size_bytes=None,
+            for source, row_groups, first_row, runs in planned:
+                metadata = BlockMetadata(num_rows=None, size_bytes=None,
                                          input_files=[source.uri], exec_stats=None)
-                tasks.append(ReadTask(make_read_fn(source, row_groups, first_row), metadata))
+                tasks.append(ReadTask(make_read_fn(source, row_groups, first_row, runs),
+                                      metadata))
             return tasks
 
         def get_name(self) -> str:

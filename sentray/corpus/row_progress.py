@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from sentray.corpus import part_files
+from sentray.corpus.source_runs import parts_of
 from sentray.corpus.sources import Source, estimate_rows
 from sentray.kit import storage
 from sentray.kit.progress_bars import on_terminal
@@ -21,8 +21,7 @@ logger = logging.getLogger(__name__)
 def rows_written(folders: Sequence[storage.Location], source_key: str) -> int:
     """Rows of one source already in `folders`: each row range once, wherever it went (an
     augmentation writes a range's kept and rejected rows to two folders)."""
-    ranges = {(first, end) for folder in folders
-              for first, end, _, _ in part_files.row_ranges(folder, source_key)}
+    ranges = {(part.first, part.end) for folder in folders for part in parts_of(folder, source_key)}
     return sum(end - first for first, end in ranges)
 
 
@@ -36,13 +35,24 @@ class RowProgress:
         self.exact = all(source.num_rows is not None for source in sources)
         self.every, self.poll = every, poll
         self.done = 0
+        self._finished: dict[str, int] = {}  # source key -> rows, once all are written
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._bar = None
         self._started = time.monotonic()
 
     def count(self) -> int:
-        return sum(rows_written(self.folders, source.key) for source in self.sources)
+        """Rows written so far; a source found complete is not listed again."""
+        total = 0
+        for source in self.sources:
+            if source.key in self._finished:
+                total += self._finished[source.key]
+                continue
+            rows = rows_written(self.folders, source.key)
+            if source.num_rows is not None and rows >= source.num_rows:
+                self._finished[source.key] = rows
+            total += rows
+        return total
 
     def line(self, seconds: float) -> str:
         rate = self.done / seconds if seconds > 0 else 0.0
@@ -63,10 +73,13 @@ class RowProgress:
         return self
 
     def _run(self) -> None:
-        last_line = time.monotonic()
-        while not self._stop.wait(self.poll):
+        last_line, wait = time.monotonic(), self.poll
+        while not self._stop.wait(wait):
+            listed = time.monotonic()
             self._update()
             now = time.monotonic()
+            # listing never takes more than a tenth of the time (S3 LISTs at a million parts)
+            wait = max(self.poll, 10 * (now - listed))
             if self._bar is None and now - last_line >= self.every:
                 logger.info("%s", self.line(now - self._started))
                 last_line = now

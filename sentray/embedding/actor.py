@@ -1,97 +1,188 @@
 """`EmbedBatch`, the Ray Data callable class of the embedding job: the encoder loads once per
 actor; each call embeds one block of the reader's numbered rows and gives every row a `status`:
 
-    ok | truncated (embedded from its first max_length tokens) | null | empty | invalid_utf8
+    ok | truncated (longer than the model reads: embedded from its start) | chunked (embedded
+    as the weighted mean of its windows, --long-text chunk) | null | empty | invalid_utf8
 
-with a null embedding for all but ok/truncated.
+with a null embedding for null, empty and invalid_utf8. Identical texts are encoded once: within
+a block, and across the blocks an actor has seen (an LRU cache of `dedupe_cache_rows` vectors,
+keyed by a 128-bit hash of the text); the rows that took a twin's vector are counted
+(`_copied`, summed into each part's metadata and the job's summary).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
+from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from sentray.embedding import vectors
+from sentray.embedding.config import VectorConfig
+from sentray.embedding.windows import WindowPlan, bounded_text, windows_of
 from sentray.encode.config import EncoderConfig
-from sentray.encode.encoder import SentenceEncoder
+from sentray.encode.encoder import SentenceEncoder, special_tokens
 
 logger = logging.getLogger(__name__)
 
-STATUSES = ("ok", "truncated", "null", "empty", "invalid_utf8")
-EMBEDDED = ("ok", "truncated")
+STATUSES = ("ok", "truncated", "chunked", "null", "empty", "invalid_utf8")
+EMBEDDED = ("ok", "truncated", "chunked")
 
 
-def embedding_type(dimension: int) -> pa.DataType:
-    return pa.list_(pa.float32(), dimension)
+@dataclass
+class Encoded:
+    """What a unique text became: its float vector (truncated and normalized as configured),
+    its status and its window count."""
 
-
-def output_schema(dimension: int, id_type: pa.DataType) -> pa.Schema:
-    return pa.schema([("id", id_type), ("embedding", embedding_type(dimension)),
-                      ("status", pa.string()), ("source", pa.string()), ("row", pa.int64())])
+    vector: np.ndarray  # (d,) float32
+    status: str
+    windows: int
 
 
 class EmbedBatch:
-    """Ray Data callable class: loads the encoder once per actor, embeds one batch of records.
+    """Ray Data callable class: loads the encoder once per actor, embeds one block of records.
 
     Takes the reader's records (id, text, read_error, source, row, source_rows) as a pyarrow
-    Table and returns them with `embedding` and `status` instead of text and read_error.
+    Table and returns them with `embedding` and `status` (and `windows` when chunking) instead
+    of text and read_error.
     """
 
-    def __init__(self, encoder_config: EncoderConfig) -> None:
+    def __init__(self, encoder_config: EncoderConfig, vector_config: VectorConfig,
+                 ranges: vectors.Ranges | None = None, metadata: dict | None = None) -> None:
         self.encoder = SentenceEncoder(encoder_config)
-        self.special_tokens = self.encoder.tokenizer.num_special_tokens_to_add(pair=False)
+        self.vector, self.ranges = vector_config, ranges
+        self.metadata = metadata  # the output's schema metadata (what the vectors are)
+        self.prefix, self.suffix = special_tokens(self.encoder.tokenizer)
+        self.specials = len(self.prefix) + len(self.suffix)
+        chunk = vector_config.long_text == "chunk"
+        self.plan = WindowPlan.of(self.encoder.max_length, self.specials,
+                                  vector_config.chunk_overlap if chunk else 0,
+                                  vector_config.max_windows if chunk else 1)
+        self.cache: OrderedDict[bytes, Encoded] = OrderedDict()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         started = time.perf_counter()
         texts = batch.column("text").to_pylist()
-        read_errors = batch.column("read_error").to_pylist()
-        status = np.empty(len(texts), dtype=object)
-        candidates = []
-        for i, (text, error) in enumerate(zip(texts, read_errors, strict=True)):
-            if error is not None:
-                status[i] = error
-            elif text is None:
-                status[i] = "null"
-            elif not text.strip():
-                status[i] = "empty"
-            else:
-                candidates.append(i)
-        vectors = np.zeros((len(texts), self.encoder.dimension), dtype=np.float32)
-        if candidates:
-            token_ids = self.encoder.tokenize([texts[i] for i in candidates])
-            keep = []
-            for i, ids in zip(candidates, token_ids, strict=True):
-                if len(ids) <= self.special_tokens:  # nothing but control characters etc.
-                    status[i] = "empty"
-                    continue
-                status[i] = "truncated" if len(ids) >= self.encoder.max_length and len(
-                    self.encoder.tokenizer.encode(texts[i], add_special_tokens=True)
-                ) > self.encoder.max_length else "ok"
-                keep.append((i, ids))
-            if keep:
-                import torch
+        status = read_status(texts, batch.column("read_error").to_pylist())
+        keys = {i: text_key(texts[i]) if self.vector.dedupe else i.to_bytes(8, "little")
+                for i, s in enumerate(status) if s is None}
+        fresh = {}  # key -> text, for texts this actor has not encoded yet
+        for i, key in keys.items():
+            if key not in self.cache and key not in fresh:
+                fresh[key] = texts[i]
+        results, copied = self._gather(keys, self._encode(fresh), len(texts))
+        for i, result in results.items():
+            status[i] = result.status
+        for i in set(keys) - set(results):
+            status[i] = "empty"  # nothing but control characters and the like
+        table = self._table(batch, status, results, copied)
+        logger.info("embedded %d of %d rows (%d texts encoded) in %.2f s", len(results),
+                    len(texts), len(fresh), time.perf_counter() - started)
+        return table
 
-                positions = np.array([i for i, _ in keep])
-                kept_ids = [ids for _, ids in keep]
-                with torch.inference_mode():
-                    for tokens in self.encoder.length_sorted_batches(kept_ids):
-                        embedded = self.encoder.embed_tokens(tokens.input_ids,
-                                                             tokens.attention_mask)
-                        vectors[positions[tokens.positions]] = embedded.float().cpu().numpy()
-        embedded_mask = np.isin(status, EMBEDDED)
-        seconds = time.perf_counter() - started
-        logger.info("embedded %d of %d rows in %.2f s (%.0f rows/s)", int(embedded_mask.sum()),
-                    len(texts), seconds, len(texts) / max(seconds, 1e-9))
-        dimension = self.encoder.dimension
-        embeddings = pa.FixedSizeListArray.from_arrays(
-            pa.array(vectors.reshape(-1)), dimension, mask=pa.array(~embedded_mask))
-        return pa.table({
-            "id": batch.column("id"),
-            "embedding": embeddings,
-            "status": pa.array(status.tolist(), pa.string()),
-            "source": batch.column("source"),
-            "row": batch.column("row"),
-            "source_rows": batch.column("source_rows"),
-        })
+    def _table(self, batch: pa.Table, status: list[str], results: dict[int, Encoded],
+               copied: list[bool]) -> pa.Table:
+        """The block's output: id, embedding (as stored), status (and windows, chunking), the
+        accounting columns, and `_copied`."""
+        rows = batch.num_rows
+        floats = np.zeros((rows, self.vector.output_dimension(self.encoder.dimension)),
+                          dtype=np.float32)
+        for i, result in results.items():
+            floats[i] = result.vector
+        valid = np.array([s in EMBEDDED for s in status], dtype=bool)
+        stored = vectors.to_output(floats, self.vector.output_dtype, self.ranges)
+        columns = {"id": batch.column("id"),
+                   "embedding": vectors.arrow_vectors(stored, self.vector.output_dtype, valid),
+                   "status": pa.array(status, pa.string())}
+        if self.plan.max_windows > 1:
+            columns["windows"] = pa.array([results[i].windows if i in results else 0
+                                           for i in range(rows)], pa.int32())
+        for name in ("source", "row", "source_rows"):
+            columns[name] = batch.column(name)
+        columns["_copied"] = pa.array(copied, pa.bool_())
+        return pa.table(columns).replace_schema_metadata(self.metadata)
+
+    def _gather(self, keys: dict[int, bytes], encoded: dict[bytes, Encoded],
+                rows: int) -> tuple[dict[int, Encoded], list[bool]]:
+        """Each embedded row's result, and whether it took a twin's (encoded before it)."""
+        results, copied, seen = {}, [False] * rows, set()
+        for i, key in keys.items():
+            result = encoded.get(key)
+            if result is None:
+                result = self.cache[key]
+                self.cache.move_to_end(key)
+            copied[i] = key in seen or key not in encoded
+            seen.add(key)
+            if result.status != "empty":
+                results[i] = result
+        if self.vector.dedupe:  # remember them, forgetting the oldest beyond the cap
+            self.cache.update(encoded)
+            while len(self.cache) > self.vector.dedupe_cache_rows:
+                self.cache.popitem(last=False)
+        return results, copied
+
+    def _encode(self, texts: dict[bytes, str]) -> dict[bytes, Encoded]:
+        """The texts' windows through the encoder in length-sorted batches, each text's
+        windows combined, then truncated and normalized."""
+        import torch
+
+        keys, plan = list(texts), self.plan
+        bounded = [bounded_text(texts[key], plan.char_limit) for key in keys]
+        # whole (bounded) texts: the windows cut them; verbose=False, so transformers does not
+        # warn that a text is longer than the model reads
+        token_ids = self.encoder.tokenizer([t for t, _ in bounded], add_special_tokens=False,
+                                           truncation=False, return_attention_mask=False,
+                                           return_token_type_ids=False,
+                                           verbose=False)["input_ids"]
+        per_text = [windows_of(ids, self.prefix, self.suffix, plan, cut)
+                    for ids, (_, cut) in zip(token_ids, bounded, strict=True)]
+        flat = [w for windows in per_text for w in windows.ids]
+        pooled = np.zeros((len(flat), self.encoder.dimension), dtype=np.float32)
+        with torch.inference_mode():
+            for batch in self.encoder.length_sorted_batches(flat):
+                pooled[batch.positions] = self.encoder.embed_tokens(
+                    batch.input_ids, batch.attention_mask).float().cpu().numpy()
+        results, start = {}, 0
+        for key, ids, windows in zip(keys, token_ids, per_text, strict=True):
+            count = len(windows.ids)
+            weights = np.asarray(windows.weights, np.float32)[:, None]  # (w, 1)
+            vector = (pooled[start:start + count] * weights).sum(0) / weights.sum()  # (D,)
+            start += count
+            results[key] = Encoded(self.vector.finish(vector[None])[0],
+                                   text_status(len(ids), count, windows.whole), count)
+        return results
+
+
+def read_status(texts: list, read_errors: list) -> list[str | None]:
+    """The status of rows that are not embedded (read error, null, empty); None for the rest."""
+    status: list[str | None] = []
+    for text, error in zip(texts, read_errors, strict=True):
+        if error is not None:
+            status.append(error)
+        elif text is None:
+            status.append("null")
+        elif not text.strip():
+            status.append("empty")
+        else:
+            status.append(None)
+    return status
+
+
+def text_status(text_tokens: int, windows: int, whole: bool) -> str:
+    """ok (one window, all of it), chunked (several windows, all of it), truncated (not all of
+    it), empty (no text token at all: nothing but control characters and the like)."""
+    if text_tokens == 0:
+        return "empty"
+    if not whole:
+        return "truncated"
+    return "ok" if windows == 1 else "chunked"
+
+
+def text_key(text: str) -> bytes:
+    """The dedupe key of a text: 128 bits of BLAKE2b over its UTF-8 bytes (no two of 10^18
+    texts collide but with odds below 10^-2)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()

@@ -1,33 +1,112 @@
-"""`EmbedConfig`: the bulk embedding job. Resources come from here, never from code."""
+"""`EmbedConfig`: the bulk embedding job, and `VectorConfig`: the vector it stores (Matryoshka
+dimension, normalization, dtype, long texts, duplicates). Resources come from here, never from
+code; validated on construction, and `resolved()` decides what depends on the model."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
 
 from sentray.corpus.corpus_job import ActorPoolConfig
 from sentray.corpus.sources import CorpusConfig
+from sentray.embedding import vectors
 from sentray.encode.config import EncoderConfig
+from sentray.kit.validation import check_choices
+
+LongText = Literal["truncate", "chunk"]
+
+
+@dataclass(frozen=True)
+class VectorConfig:
+    """The vector each row is stored as: pooled -> truncated -> normalized -> quantized."""
+
+    # keep the first N dimensions (Matryoshka), before normalizing and quantizing; None: all
+    truncate_dim: int | None = None
+    # L2-normalize each vector; auto: as the model does (a sentence-transformers model that ends
+    # with a Normalize module, such as all-MiniLM-L6-v2, is normalized)
+    normalize: bool | None = None
+    # float32 | float16 | int8 | uint8 (per-dimension ranges, one code book for the corpus) |
+    # binary | ubinary (one bit per dimension, packed 8 to a byte)
+    output_dtype: vectors.OutputDtype = "float32"
+    # int8/uint8: ranges from this file (a _quantization.json, {minimum, maximum} JSON or a
+    # (2, D) .npy); None: calibrated on the first calibration_rows texts of the input
+    quantization_ranges: str | None = None
+    calibration_rows: int = 10_000  # int8/uint8 without a ranges file: texts calibrated on
+    # a text longer than the model reads: truncate (embed its start) or chunk (the weighted mean
+    # of its windows of max_length tokens)
+    long_text: LongText = "truncate"
+    chunk_overlap: int = 0  # tokens each window shares with the one before (chunk)
+    max_windows: int = 32  # chunk: windows per text at most (the rest of a longer text is cut)
+    dedupe: bool = True  # identical texts encoded once (within a block and an actor's cache)
+    dedupe_cache_rows: int = 50_000  # vectors an actor remembers for texts seen in earlier blocks
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if self.truncate_dim is not None and self.truncate_dim < 1:
+            raise ValueError(f"truncate_dim must be >= 1, got {self.truncate_dim}")
+        if self.calibration_rows < 2 or self.max_windows < 1 or self.chunk_overlap < 0:
+            raise ValueError("calibration_rows must be >= 2, max_windows >= 1 and "
+                             "chunk_overlap >= 0")
+        if self.dedupe_cache_rows < 0:
+            raise ValueError(f"dedupe_cache_rows must be >= 0, got {self.dedupe_cache_rows}")
+        if self.quantization_ranges and self.output_dtype not in vectors.SCALAR:
+            raise ValueError(f"--quantization-ranges is for the int8/uint8 output dtypes, not "
+                             f"{self.output_dtype}")
+        if self.long_text == "truncate" and self.chunk_overlap:
+            raise ValueError("--chunk-overlap is for --long-text chunk")
+
+    def output_dimension(self, model_dimension: int) -> int:
+        return self.truncate_dim or model_dimension
+
+    def finish(self, pooled: np.ndarray) -> np.ndarray:
+        """Pooled float vectors (N, D) -> truncated and normalized as configured (N, d)."""
+        out = vectors.truncate(pooled, self.truncate_dim)
+        return vectors.normalize(out) if self.normalize else out.astype(np.float32, copy=False)
 
 
 @dataclass(frozen=True)
 class EmbedConfig:
     """The bulk embedding job. Validated on construction; `resolved()` decides what depends on
-    the model (its own pooling and Ditto head) and on the pool (a GPU pool encodes on cuda)."""
+    the model (its own pooling, Ditto head and normalization, its dimension) and on the pool (a
+    GPU pool encodes on cuda)."""
 
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     output: str = "out/embeddings"  # output folder, local or s3://
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    vector: VectorConfig = field(default_factory=VectorConfig)
     pool: ActorPoolConfig = field(default_factory=ActorPoolConfig)
+    # once an input file is done, merge its parts (one per actor block) into files of this many
+    # rows (e.g. 1000000: ~400 MB of int8 384-d vectors); None: keep one file per block
+    rows_per_file: int | None = None
+    # delete this job's files in OUTPUT (and only those) first, and start afresh; without it a
+    # rerun whose settings would change the stored vectors stops and says which
+    overwrite: bool = False
 
     def __post_init__(self) -> None:
         if not self.output:
             raise ValueError("no output given")
         if self.pool.num_gpus > 0 and self.encoder.device == "cpu":
             raise ValueError("num_gpus > 0 but the encoder device is cpu")
+        if self.rows_per_file is not None and self.rows_per_file < 1:
+            raise ValueError(f"rows_per_file must be >= 1, got {self.rows_per_file}")
 
     def resolved(self) -> EmbedConfig:
+        from sentray.encode.model_checks import check_model
+        from sentray.encode.model_info import own_normalize
+        from sentray.encode.model_loading import load_config
+
+        check_model(self.encoder.model)  # a broken model folder fails here, not in an actor
         encoder = self.encoder.resolved()  # the model's own pooling, decided once, here
         if self.pool.num_gpus > 0 and encoder.device == "auto":
             encoder = dataclasses.replace(encoder, device="cuda")
-        return dataclasses.replace(self, encoder=encoder)
+        vector = self.vector
+        if vector.normalize is None:
+            vector = dataclasses.replace(vector, normalize=own_normalize(encoder.model))
+        dimension = load_config(encoder.model).hidden_size
+        if vector.truncate_dim is not None and vector.truncate_dim > dimension:
+            raise ValueError(f"--truncate-dim {vector.truncate_dim} is more than model "
+                             f"{encoder.model!r} has: its vectors have {dimension} dimensions")
+        return dataclasses.replace(self, encoder=encoder, vector=vector)

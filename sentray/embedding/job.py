@@ -4,60 +4,123 @@ pool -> Parquet.
 Output layout (OUTPUT is a folder, local or s3://):
 
     OUTPUT/<source key>/part-<first row>-<end row>-of-<source rows>.parquet
-    OUTPUT/_summary.json
+    OUTPUT/_summary.json       rows in/out, per status, rows not encoded (duplicates), settings
+    OUTPUT/_settings.json      what the vectors depend on; a rerun with other values stops
+    OUTPUT/_quantization.json  int8/uint8: the code book every row (and query) is coded with
+    OUTPUT/_config.yaml        the configuration, written by a run whose rows all came out
 
 Each part holds a run of consecutive rows of one input file, so a file is done exactly when its
 parts tile [0, rows). That is what makes a rerun resume: complete files are skipped, the parts
 of incomplete ones are deleted and redone. Every input row comes out once, with its `status`
-(`sentray.embedding.actor`). Columns: id, embedding (fixed_size_list<float32>), status, source,
-row.
+(`sentray.embedding.actor`). Columns: id, embedding (`fixed_size_list<dtype>[width]`), status
+(windows with --long-text chunk), source, row; each file's Parquet schema metadata records the
+model, pooling, dimension, normalization and dtype (`sentray.vectors`).
 """
 
 from __future__ import annotations
+
+import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sentray.corpus import corpus_job, part_files
-from sentray.corpus.sources import Source
-from sentray.embedding.actor import STATUSES, EmbedBatch, output_schema
+from sentray.corpus.source_runs import source_runs
+from sentray.corpus.sources import Source, discover_sources
+from sentray.embedding import calibration, vectors
+from sentray.embedding.actor import STATUSES, EmbedBatch
 from sentray.embedding.config import EmbedConfig
 from sentray.kit import storage
 
+VECTORS_METADATA_KEY = b"sentray.vectors"
+
+
+def output_schema(dimension: int, id_type: pa.DataType, dtype: vectors.OutputDtype = "float32",
+                  chunked: bool = False, metadata: dict | None = None) -> pa.Schema:
+    width = vectors.stored_width(dimension, dtype)
+    fields = [("id", id_type), ("embedding", pa.list_(vectors.ARROW_TYPES[dtype], width)),
+              ("status", pa.string())]
+    fields += [("windows", pa.int32())] if chunked else []
+    fields += [("source", pa.string()), ("row", pa.int64())]
+    return pa.schema(fields, metadata=metadata)
+
+
+def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None) -> dict:
+    """What the stored vectors depend on (OUTPUT/_settings.json): a rerun with any other value
+    would mix two kinds of vector in one output."""
+    from sentray.encode.model_info import default_max_length
+    from sentray.encode.model_loading import load_config, load_tokenizer, model_fingerprint
+
+    encoder, vector, corpus = config.encoder, config.vector, config.corpus
+    chunk = vector.long_text == "chunk"
+    return {
+        "model": encoder.model, "model_files": model_fingerprint(encoder.model),
+        "pooling": encoder.pooling, "head": encoder.head,
+        "max_length": encoder.max_length or default_max_length(
+            encoder.model, load_tokenizer(encoder.model)),
+        "precision": encoder.precision,
+        "dimension": vector.output_dimension(load_config(encoder.model).hidden_size),
+        "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
+        "output_dtype": vector.output_dtype,
+        "quantization_ranges": calibration.ranges_digest(ranges),
+        "long_text": vector.long_text, "chunk_overlap": vector.chunk_overlap if chunk else None,
+        "max_windows": vector.max_windows if chunk else None,
+        "text_column": corpus.text_column, "id_column": corpus.id_column,
+        "format": corpus.format,
+    }
+
 
 def summarize(output: storage.Location, sources: list[Source]) -> dict:
-    """Row accounting over the whole output: per status, and rows in == rows out per source."""
+    """Row accounting over the whole output: per status, rows in == rows out per source, and
+    the rows whose vector was a twin's (not encoded again)."""
     counts = dict.fromkeys(STATUSES, 0)
-    rows_in = rows_out = 0
-    incomplete = part_files.incomplete_sources([output], sources)
+    rows_in = rows_out = copied = 0
+    incomplete = []
     for source in sources:
-        if source.uri in incomplete:
+        runs = source_runs([output], source)
+        if not runs.complete:
+            incomplete.append(source.uri)
             continue
-        rows_in += part_files.completed_rows([output], source.key)[1]
-        statuses = part_files.read_column(output, source.key, "status")
-        rows_out += len(statuses)
-        for status in statuses:
-            counts[status] = counts.get(status, 0) + 1
+        rows_in += runs.total
+        for status, count in part_files.count_values(runs.parts, "status").items():
+            counts[status] = counts.get(status, 0) + count
+            rows_out += count
+        copied += part_files.read_counts(runs.parts).get("copied", 0)
     return {"sources": len(sources), "incomplete_sources": incomplete, "rows_in": rows_in,
-            "rows_out": rows_out, "status": counts}
+            "rows_out": rows_out, "status": counts, "rows_not_encoded": copied}
 
 
 def run_embedding(config: EmbedConfig) -> dict:
     """Embed every row of the corpus into `config.output`; returns the summary."""
     config = config.resolved()
+    output = storage.locate(config.output, config.corpus.s3_endpoint)
+    ranges = None
+    if config.vector.output_dtype in vectors.SCALAR:
+        ranges = calibration.resolve_ranges(config, output, discover_sources(
+            config.corpus, exclude=[config.output]))
+    settings = embed_settings(config, ranges)
+    metadata = {VECTORS_METADATA_KEY: json.dumps(
+        {key: settings[key] for key in ("model", "pooling", "head", "dimension", "normalize",
+                                        "output_dtype", "long_text")}).encode()}
 
     def empty_schema(source: Source) -> pa.Schema:
-        from sentray.encode.model_loading import load_config
-
         id_type = pa.string()
         if config.corpus.id_column:
             with source.filesystem.open_input_file(source.path) as handle:
                 id_type = pq.read_schema(handle).field(config.corpus.id_column).type
-        return output_schema(load_config(config.encoder.model).hidden_size, id_type)
+        return output_schema(settings["dimension"], id_type, config.vector.output_dtype,
+                             config.vector.long_text == "chunk", metadata)
+
+    def before_rows(folders: list[storage.Location]) -> None:
+        if ranges is not None:
+            calibration.write_stored(folders[0], config.vector.output_dtype, ranges)
 
     return corpus_job.run_corpus_job(corpus_job.CorpusJob(
         name="embed", config=config, corpus=config.corpus, pool=config.pool,
         folders=(config.output,), actor_class=EmbedBatch,
-        actor_kwargs={"encoder_config": config.encoder},
+        actor_kwargs={"encoder_config": config.encoder, "vector_config": config.vector,
+                      "ranges": ranges, "metadata": metadata},
         route=lambda folders: part_files.SingleFolder(folders[0]), empty_schema=empty_schema,
-        summarize=lambda folders, sources: summarize(folders[0], sources)))
+        summarize=lambda folders, sources: summarize(folders[0], sources),
+        settings=settings, overwrite=config.overwrite, before_rows=before_rows,
+        rows_per_file=config.rows_per_file))

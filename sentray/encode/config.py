@@ -27,7 +27,8 @@ class EncoderConfig:
 
     model: str = DEFAULT_MODEL  # HF id, local directory, or packaged short name
     # cls, cls_before_pooler, last_avg (mean), first_last_avg, layer1_last_avg, static_avg,
-    # ditto, ditto_last, ditto_static, ditto_layer1_last (sentray.encode.pooling). None: the
+    # embedding_layer_avg, ditto, ditto_last, ditto_static, ditto_layer1_last
+    # (sentray.encode.pooling_catalog). None: the
     # model's own (a sentray export's sentray.json, a sentence-transformers model's 1_Pooling),
     # else mean.
     pooling: str | None = None

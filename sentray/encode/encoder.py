@@ -43,6 +43,17 @@ def token_budget_bounds(sorted_lengths: np.ndarray, budget: int) -> list[tuple[i
     return bounds
 
 
+def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer puts before and after a single text ([CLS], [SEP] for BERT; <s>,
+    </s> for RoBERTa), read off one encoding with and without them."""
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a")["input_ids"]
+    for start in range(len(full) - len(plain) + 1):
+        if full[start:start + len(plain)] == plain:
+            return full[:start], full[start + len(plain):]
+    raise ValueError(f"cannot tell {type(tokenizer).__name__}'s special tokens apart from text")
+
+
 @dataclass
 class TokenBatch:
     """One padded forward-pass batch: input_ids and attention_mask are (B, T)."""
@@ -179,9 +190,11 @@ class SentenceEncoder:
                                      attention_mask=mask, output_hidden_states=True,
                                      output_attentions=True)
             hidden = tuple(h.float() for h in outputs.hidden_states)
+            words = self.pooled.word_embeddings(batch.input_ids.to(self.device))
             for layer, attentions in enumerate(outputs.attentions):  # (B, H, T, T)
                 diagonals = attentions.float().diagonal(dim1=-2, dim2=-1)  # (B, H, T)
                 for head in range(cfg.num_attention_heads):
-                    pooled = pool(self.config.pooling, hidden, mask, diagonal=diagonals[:, head])
+                    pooled = pool(self.config.pooling, hidden, mask, diagonal=diagonals[:, head],
+                                  word_embeddings=words)
                     out[layer, head, batch.positions] = pooled.cpu()
         return out

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sentray.encode.model_loading import load_config, model_file
+from sentray.encode.pooling_catalog import canonical_pooling, parse_head
 
 SENTRAY_MODEL_INFO = "sentray.json"
 # sentence-transformers pooling modes that map onto a sentray pooling
@@ -52,8 +53,19 @@ class ModelInfo:
         path = model_file(name, SENTRAY_MODEL_INFO)
         if path is None:
             return None
-        values = json.loads(path.read_text())
-        return cls.from_dict(values) if values.get("pooling") else None
+        try:
+            values = json.loads(path.read_text())
+        except ValueError as exc:
+            raise ValueError(f"{path} is not JSON: {exc}") from exc
+        if not values.get("pooling"):
+            return None
+        try:
+            canonical_pooling(values["pooling"])
+            if values.get("head") is not None:
+                parse_head(values["head"])
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from exc
+        return cls.from_dict(values)
 
 
 def own_pooling(name: str) -> tuple[str, str | None] | None:
@@ -70,6 +82,20 @@ def own_pooling(name: str) -> tuple[str, str | None] | None:
             if modes.get(f"pooling_mode_{st_mode}"):
                 return pooling, None
     return None
+
+
+def own_normalize(name: str) -> bool:
+    """Whether the model's own pipeline L2-normalizes its embeddings: `normalize` in its
+    sentray.json, else a sentence-transformers `modules.json` with a Normalize module (as
+    all-MiniLM-L6-v2's ends); False for a model that declares neither."""
+    info = ModelInfo.read(name)
+    if info is not None and info.extra.get("normalize") is not None:
+        return bool(info.extra["normalize"])
+    modules = model_file(name, "modules.json")
+    if modules is None:
+        return False
+    return any(str(module.get("type", "")).endswith("Normalize")
+               for module in json.loads(modules.read_text()))
 
 
 def model_pooling(name: str) -> tuple[str, str | None]:

@@ -147,3 +147,41 @@ def model_file(name: str, filename: str) -> Path | None:
 
 def is_bert_family(config) -> bool:
     return getattr(config, "model_type", None) in BERT_FAMILY
+
+
+# Files of a model folder that decide its vectors: config, tokenizer and weights.
+FINGERPRINT_SUFFIXES = (".json", ".txt", ".model", ".safetensors", ".bin", ".pt", ".msgpack")
+FULL_HASH_BYTES = 64 << 20  # files up to this size are hashed whole; larger ones in part
+
+
+def model_fingerprint(name: str) -> str:
+    """A digest of the model's files (config, tokenizer, weights) that changes when any of them
+    does: each file's name, size and SHA-256 (of a file over 64 MiB, of its first and last 8 MiB
+    and its size: a different checkpoint differs there, and hashing GBs on every run would
+    not). A Hub id is fingerprinted from its cached snapshot, or by its name when not cached."""
+    import hashlib
+
+    folder = Path(resolve_model(name).path)
+    if not folder.is_dir():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(name, "config.json")
+            folder = Path(cached).parent if isinstance(cached, str) else folder
+        except ImportError:  # pragma: no cover - a dependency of transformers
+            pass
+    if not folder.is_dir():
+        return f"hub:{name}"
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()
+                       and p.suffix in FINGERPRINT_SUFFIXES and ".cache" not in p.parts):
+        size = path.stat().st_size
+        digest.update(f"{path.relative_to(folder)}:{size}:".encode())
+        with path.open("rb") as handle:
+            if size <= FULL_HASH_BYTES:
+                digest.update(hashlib.sha256(handle.read()).digest())
+            else:
+                head = handle.read(8 << 20)
+                handle.seek(size - (8 << 20))
+                digest.update(hashlib.sha256(head + handle.read()).digest())
+    return digest.hexdigest()[:16]

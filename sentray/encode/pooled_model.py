@@ -19,8 +19,13 @@ from torch import nn
 
 from sentray.encode import model_loading
 from sentray.encode.config import DittoImpl
-from sentray.encode.pooling import attention_diagonal, pool
-from sentray.encode.pooling_catalog import DITTO_POOLINGS, canonical_pooling, parse_head
+from sentray.encode.pooling import attention_diagonal, masked_mean, pool
+from sentray.encode.pooling_catalog import (
+    DITTO_POOLINGS,
+    WORD_EMBEDDING_POOLINGS,
+    canonical_pooling,
+    parse_head,
+)
 
 
 def use_fast_ditto(pooling: str, ditto_impl: DittoImpl, hf_config) -> bool:
@@ -79,8 +84,16 @@ class PooledEncoder(nn.Module):
     def dimension(self) -> int:
         return int(self.model.config.hidden_size)
 
+    def word_embeddings(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The word-embedding table's rows of the tokens (B, T, D) in fp32: what the static
+        poolings read (no position or type embeddings, no LayerNorm)."""
+        return self.model.get_input_embeddings()(input_ids).float()
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """(B, T) ids and mask -> (B, D) fp32; differentiable."""
+        """(B, T) ids and mask -> (B, D) fp32; differentiable. static_avg runs no transformer
+        layer at all: a table lookup and a masked mean."""
+        if self.pooling == "static_avg":
+            return masked_mean(self.word_embeddings(input_ids), attention_mask)  # (B, D)
         ditto = self.pooling in DITTO_POOLINGS
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask,
                              output_hidden_states=True,
@@ -90,8 +103,11 @@ class PooledEncoder(nn.Module):
             hidden = tuple(h.float() for h in outputs.hidden_states)  # L+1 x (B, T, D)
             diagonal = self.head_diagonal(outputs, attention_mask) if ditto else None
             pooler_output = getattr(outputs, "pooler_output", None)
+            words = (self.word_embeddings(input_ids) if self.pooling in WORD_EMBEDDING_POOLINGS
+                     else None)
             return pool(self.pooling, hidden, attention_mask, diagonal=diagonal,
-                        pooler_output=None if pooler_output is None else pooler_output.float())
+                        pooler_output=None if pooler_output is None else pooler_output.float(),
+                        word_embeddings=words)
 
     def head_diagonal(self, outputs, attention_mask: torch.Tensor) -> torch.Tensor:
         """A_ii (B, T) of the head: recomputed from that layer's input with the head's own

@@ -8,7 +8,10 @@ output h^0, index l the output of transformer layer l, index L the last layer h^
 Ditto (Chen et al., "Ditto: A Simple and Efficient Approach to Improve Sentence Embeddings"):
     e = 1/2 * sum_i A_ii (h^0_i + h^L_i)
 with A the attention matrix of one head l-h. No division by N (the paper's footnote 2); padding
-is excluded; special tokens ([CLS], [SEP]) are included, as in Ditto's official code.
+is excluded; special tokens ([CLS], [SEP]) are included, as in Ditto's official code. The
+static poolings, as that code's avg_static and att_static, read the word-embedding table's rows
+W[x_i] of the tokens (`word_embeddings` (B, T, D)), not the embedding layer's output h^0 (which
+adds position and type embeddings and a LayerNorm: `embedding_layer_avg`).
 """
 
 from __future__ import annotations
@@ -48,18 +51,25 @@ def attention_diagonal(query: torch.Tensor, key: torch.Tensor, mask: torch.Tenso
 
 def pool(
     pooling: str,
-    hidden_states: tuple[torch.Tensor, ...],
+    hidden_states: tuple[torch.Tensor, ...] | None,
     mask: torch.Tensor,
     *,
     diagonal: torch.Tensor | None = None,
     pooler_output: torch.Tensor | None = None,
+    word_embeddings: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sentence embeddings (B, D) from the encoder's hidden states (L+1 tensors (B, T, D)).
 
     `diagonal` (B, T) is A_ii of the chosen head, required for the Ditto poolings;
-    `pooler_output` (B, D) is required for `cls`.
+    `pooler_output` (B, D) is required for `cls`; `word_embeddings` (B, T, D), the table's
+    rows of the tokens, for static_avg and ditto_static (static_avg needs nothing else:
+    `hidden_states` may be None).
     """
     pooling = canonical_pooling(pooling)
+    if pooling in ("static_avg", "ditto_static") and word_embeddings is None:
+        raise ValueError(f"pooling {pooling!r} needs the tokens' word embeddings")
+    if pooling == "static_avg":
+        return masked_mean(word_embeddings, mask)
     first, layer1, last = hidden_states[0], hidden_states[1], hidden_states[-1]
     if pooling == "cls":
         if pooler_output is None:
@@ -74,7 +84,7 @@ def pool(
         return masked_mean((first + last) / 2.0, mask)
     if pooling == "layer1_last_avg":
         return masked_mean((layer1 + last) / 2.0, mask)
-    if pooling == "static_avg":
+    if pooling == "embedding_layer_avg":
         return masked_mean(first, mask)
     if diagonal is None:
         raise ValueError(f"pooling {pooling!r} needs the attention diagonal of a head")
@@ -85,4 +95,4 @@ def pool(
     if pooling == "ditto_last":
         return diagonal_weighted_sum(last, diagonal, mask)
     assert pooling == "ditto_static", pooling
-    return diagonal_weighted_sum(first, diagonal, mask)
+    return diagonal_weighted_sum(word_embeddings, diagonal, mask)

@@ -12,14 +12,20 @@ POOLINGS: dict[str, str] = {
     "last_avg": "mean of the last layer over real tokens",
     "first_last_avg": "mean of (h^0 + h^L) / 2, h^0 the embedding-layer output (Ditto's first-last)",
     "layer1_last_avg": "mean of (h^1 + h^L) / 2, h^1 the first transformer layer (SimCSE's first-last)",
-    "static_avg": "mean of the embedding-layer output h^0",
+    # Ditto's official avg_static: the word-embedding table's rows, no transformer forward
+    "static_avg": "mean of the word embeddings W[x_i] of the tokens (no transformer forward)",
+    "embedding_layer_avg": "mean of the embedding-layer output h^0 (word + position + type, "
+                           "LayerNorm)",
     "ditto": "Ditto: 1/2 sum_i A_ii (h^0_i + h^L_i) for head L-H",
     "ditto_last": "Ditto on the last layer: sum_i A_ii h^L_i",
-    "ditto_static": "Ditto on the embedding layer: sum_i A_ii h^0_i",
+    "ditto_static": "Ditto on the word embeddings: sum_i A_ii W[x_i] (Ditto's att_static)",
     "ditto_layer1_last": "Ditto with SimCSE's first-last: 1/2 sum_i A_ii (h^1_i + h^L_i)",
 }
 ALIASES: dict[str, str] = {"mean": "last_avg", "avg": "last_avg", "first_last": "first_last_avg"}
 DITTO_POOLINGS = frozenset(name for name in POOLINGS if name.startswith("ditto"))
+# poolings of the word-embedding table's rows, W[x_i] ([CLS]/[SEP] in, padding out), not of a
+# layer's output; static_avg needs nothing else and skips the transformer altogether
+WORD_EMBEDDING_POOLINGS = frozenset({"static_avg", "ditto_static"})
 
 # Heads from Ditto's official code (layer-head, 0-based), used when no --head is given.
 DITTO_DEFAULT_HEADS: dict[str, str] = {

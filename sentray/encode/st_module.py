@@ -15,6 +15,7 @@ loaders read the same folder through `sentray.json`.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -78,3 +79,33 @@ class SentrayEncoder(InputModule):
         return cls(SentenceEncoder(EncoderConfig(
             model=str(folder), pooling=info.pooling, head=info.head, max_length=info.max_length,
             device="cpu")), info.extra)
+
+
+MODULE_TYPE = f"{SentrayEncoder.__module__}.{SentrayEncoder.__qualname__}"
+
+
+def load_sentence_transformer(folder: str | Path, device: str | None = None):
+    """A model folder sentray wrote, as a `SentenceTransformer`, without `trust_remote_code`.
+
+    sentence-transformers imports a module class that is not its own only with
+    `trust_remote_code=True`, and that flag trusts whatever class a folder's `modules.json`
+    names (its `module_classes` way of naming trusted classes is private, "not a way around the
+    flag"). So: a folder of sentence-transformers' own modules (mean, [CLS]) loads as it is; a
+    folder whose one module is sentray's `SentrayEncoder` gets that class from the installed
+    sentray package, built here; any other module type is refused (no code of the folder's
+    choosing runs)."""
+    from sentence_transformers import SentenceTransformer
+
+    folder = Path(folder)
+    modules_file = folder / "modules.json"
+    if not modules_file.is_file():
+        raise FileNotFoundError(f"{folder} has no modules.json: not a sentence-transformers "
+                                "folder")
+    types = [module["type"] for module in json.loads(modules_file.read_text())]
+    if all(kind.startswith("sentence_transformers.") for kind in types):
+        return SentenceTransformer(str(folder), device=device)
+    if types != [MODULE_TYPE]:
+        raise ValueError(f"{modules_file} names modules {types}: not a folder sentray wrote. "
+                         "Load it with SentenceTransformer(..., trust_remote_code=True) only if "
+                         "you trust the code those classes run.")
+    return SentenceTransformer(modules=[SentrayEncoder.load(str(folder))], device=device)

@@ -37,6 +37,9 @@ class EvaluateConfig:
     def resolved(self) -> EvaluateConfig:
         """The encoder's pooling and head decided from the model, unless the head search will
         decide the head."""
+        from sentray.encode.model_checks import check_model
+
+        check_model(self.encoder.model)  # a broken model folder fails here, named
         if self.search_head:
             return self
         return dataclasses.replace(self, encoder=self.encoder.resolved())

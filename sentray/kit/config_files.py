@@ -170,6 +170,6 @@ def write_config(config: Any, folder: str, *, job: str, s3_endpoint: str | None 
     target = storage.locate(folder, s3_endpoint)
     target.filesystem.create_dir(target.path, recursive=True)
     path = target.join(CONFIG_FILE)
-    with target.filesystem.open_output_stream(path.path) as handle:
-        handle.write(config_yaml(config, f"python jobs/{job}.py --config {path.uri}").encode())
+    storage.write_bytes(path, config_yaml(config, f"python jobs/{job}.py --config {path.uri}")
+                        .encode())
     return path.uri

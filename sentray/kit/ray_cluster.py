@@ -16,6 +16,9 @@ import inspect
 import logging
 import math
 import os
+import socket
+import threading
+import time
 
 from sentray.kit.ray_quiet import private_hook, quiet_ray
 
@@ -105,3 +108,53 @@ def _agent_on_any_port():
     finally:
         if patched is not None:
             patched[0].RayParams = patched[1]
+
+
+class ClusterWatch:
+    """While a job runs, check every `every` seconds that the cluster's head (its GCS) still
+    answers; when it has not for `grace` seconds, say that the cluster is gone and how to
+    resume, and end the process. (Ray's own driver waits 60 s for a lost GCS, then exits the
+    process from C++, with nothing a job can catch or explain.)"""
+
+    def __init__(self, resume_hint: str, *, every: float = 2.0, grace: float = 10.0) -> None:
+        self.resume_hint, self.every, self.grace = resume_hint, every, grace
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.address: str | None = None
+
+    def __enter__(self) -> ClusterWatch:
+        import ray
+
+        self.address = ray.get_runtime_context().gcs_address
+        self._thread = threading.Thread(target=self._run, name="ClusterWatch", daemon=True)
+        self._thread.start()
+        return self
+
+    def _answers(self) -> bool:
+        host, port = self.address.rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=self.every):
+                return True
+        except OSError:
+            return False
+
+    def _run(self) -> None:
+        silent_since = None
+        while not self._stop.wait(self.every):
+            if self._answers():
+                silent_since = None
+                continue
+            silent_since = silent_since or time.monotonic()
+            if time.monotonic() - silent_since >= self.grace:
+                logger.error("the Ray cluster at %s is gone: its head node has not answered for "
+                             "%.0f s. %s", self.address, self.grace, self.resume_hint)
+                logging.shutdown()
+                os._exit(HEAD_LOST_EXIT)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+HEAD_LOST_EXIT = 75  # EX_TEMPFAIL: try again (on a new cluster)

@@ -7,14 +7,22 @@ $AWS_ENDPOINT_URL) for S3-compatible stores such as MinIO or a local moto server
 
 from __future__ import annotations
 
+import copyreg
+import errno
 import os
 import posixpath
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
 ENDPOINT_ENV = "AWS_ENDPOINT_URL"
+# Object stores throttle (503 SlowDown), fail (500) and drop connections; every S3 request is
+# retried with the AWS SDK's standard strategy (exponential backoff with jitter) up to this many
+# attempts (pyarrow's default is 3), set by $SENTRAY_S3_MAX_ATTEMPTS.
+MAX_ATTEMPTS_ENV = "SENTRAY_S3_MAX_ATTEMPTS"
+DEFAULT_MAX_ATTEMPTS = 10
 
 
 @dataclass(frozen=True)
@@ -36,11 +44,16 @@ class Location:
 
 
 def s3_filesystem(endpoint_url: str | None = None) -> pafs.S3FileSystem:
+    """pyarrow's S3 filesystem: `endpoint_url` (or $AWS_ENDPOINT_URL) for S3-compatible stores,
+    credentials from the environment (carried to Ray workers) or the default chain, and
+    $SENTRAY_S3_MAX_ATTEMPTS attempts per request (default 10; the SDK's own timeout, 3 s without
+    a byte moving, fails an attempt)."""
     endpoint_url = endpoint_url or os.environ.get(ENDPOINT_ENV)
-    kwargs = {}
+    kwargs: dict = {"retry_strategy": pafs.AwsStandardS3RetryStrategy(
+        max_attempts=max_attempts())}
     if endpoint_url:
         scheme, _, rest = endpoint_url.partition("://")
-        kwargs = {"endpoint_override": rest or scheme, "scheme": scheme if rest else "https"}
+        kwargs.update(endpoint_override=rest or scheme, scheme=scheme if rest else "https")
         if not os.environ.get("AWS_DEFAULT_REGION") and not os.environ.get("AWS_REGION"):
             kwargs["region"] = "us-east-1"
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
@@ -54,7 +67,46 @@ def s3_filesystem(endpoint_url: str | None = None) -> pafs.S3FileSystem:
         # default chain applies on each node (instance roles, ~/.aws).
         kwargs.update(access_key=access_key, secret_key=secret_key,
                       session_token=os.environ.get("AWS_SESSION_TOKEN"))
+    # pyarrow pickles an S3 filesystem without its retry strategy: the Ray workers that
+    # unpickle it would retry 3 times. sentray's reducer carries the attempts along.
+    copyreg.pickle(pafs.S3FileSystem, _reduce_s3)
     return pafs.S3FileSystem(**kwargs)
+
+
+def max_attempts() -> int:
+    return int(os.environ.get(MAX_ATTEMPTS_ENV) or DEFAULT_MAX_ATTEMPTS)
+
+
+def _reduce_s3(filesystem: pafs.S3FileSystem):
+    options = filesystem.__reduce__()[1][0]
+    return _rebuild_s3, (options, max_attempts())
+
+
+def _rebuild_s3(options: dict, attempts: int) -> pafs.S3FileSystem:
+    """An S3 filesystem unpickled on a worker: its options, and the driver's retry attempts."""
+    copyreg.pickle(pafs.S3FileSystem, _reduce_s3)  # for whatever the worker pickles in turn
+    return pafs.S3FileSystem(**options,
+                             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts))
+
+
+def write_bytes(location: Location, data: bytes, *, attempts: int = 4) -> None:
+    """Write a small object whole (a record, a summary), trying again on a storage error: the
+    SDK retries each request, but a multipart upload cut between its requests (a timed-out
+    part, a dropped connection) fails as a whole, and writing the same bytes again is safe."""
+    for attempt in range(attempts):
+        try:
+            with location.filesystem.open_output_stream(location.path) as handle:
+                handle.write(data)
+            return
+        except OSError as exc:
+            if attempt == attempts - 1 or isinstance(exc, (FileNotFoundError, PermissionError)) \
+                    or no_space(exc):
+                raise
+            time.sleep(0.5 * 2 ** attempt)
+
+
+def no_space(exc: BaseException) -> bool:
+    return getattr(exc, "errno", None) == errno.ENOSPC or "No space left" in str(exc)
 
 
 def locate(uri: str, endpoint_url: str | None = None) -> Location:
@@ -92,3 +144,33 @@ def list_files(location: Location, suffixes: tuple[str, ...],
         if name.lower().endswith(suffixes):
             files.append(item)
     return sorted(files, key=lambda item: item.path)
+
+
+class StorageError(OSError):
+    """Storage failed under a job (S3 past its retries, a full disk): what failed, where, and
+    what a rerun does."""
+
+
+# What a storage failure looks like in the error a Ray task hands back, and what it means.
+FAILURES = (("AWS Error", "S3 failed"), ("No space left on device", "the disk is full"),
+            ("[Errno 28]", "the disk is full"), ("File too large", "a file size limit was hit"),
+            ("Disk quota exceeded", "the disk quota is used up"))
+
+
+def describe_failure(exc: BaseException, where: str) -> str | None:
+    """A storage failure found anywhere in `exc` (its text holds the remote traceback of a
+    Ray task), said plainly with the line that names the object; None for any other error."""
+    text = "\n".join(str(e) for e in _chain(exc))
+    for marker, meaning in FAILURES:
+        if marker in text:
+            line = next(line.strip() for line in text.splitlines() if marker in line)
+            return f"{meaning} while the job wrote to {where}: {line}"
+    return None
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = getattr(exc, "cause", None) or exc.__cause__ or exc.__context__

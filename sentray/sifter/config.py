@@ -36,6 +36,9 @@ class AugmentConfig:
     openie_entailment: bool = False  # triplet-extract's natural-logic entailment stage (slower)
     # parsing is slower than embedding: smaller blocks keep both actors busy
     pool: ActorPoolConfig = field(default_factory=lambda: ActorPoolConfig(rows_per_batch=256))
+    # delete this job's files in OUTPUT and REJECTS (and only those) first, and start afresh;
+    # without it a rerun whose settings would change the rows stops and says which
+    overwrite: bool = False
 
     def __post_init__(self) -> None:
         check_choices(self)

@@ -5,7 +5,8 @@ localhost).
 CoreNLP answers in its JSON format; the functions on top turn one sentence of that answer into
 OpenIE triples and into the dependency backbone (root + direct children), and need no server.
 Both backbone sources come from the same annotation (`openie` and `depparse` annotators), so a
-sentence is parsed once. Z (pruned text) stays with spaCy's UD part-of-speech tags.
+sentence is parsed once. Z (pruned text) is decided on spaCy's Penn Treebank tags (`tag_`), the
+tag set CoreNLP's own tagger uses.
 """
 
 from __future__ import annotations

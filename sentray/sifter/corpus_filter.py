@@ -12,7 +12,7 @@ AFTER_CAPITALIZED_TAIL = "follows_capitalized_last_word"
 
 
 def last_word_is_capitalized(text: str) -> bool:
-    words = text.split()
+    words = text.rsplit(None, 1)  # the last word only: a 50 MB line is not split whole
     if not words:
         return False
     word = words[-1].strip(".,;:!?\"')]}")
@@ -27,7 +27,7 @@ def filter_reason(text: str | None, previous_text: str | None, *, min_words: int
         return AFTER_CAPITALIZED_TAIL
     if drop_capitalized_tail and last_word_is_capitalized(text):
         return CAPITALIZED_TAIL
-    if drop_short and len(text.split()) < min_words:
+    if drop_short and len(text.split(None, min_words)) < min_words:  # counts to min_words
         return TOO_SHORT
     return None
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sentray.corpus import corpus_job, part_files
+from sentray.corpus.source_runs import parts_in, source_runs
 from sentray.corpus.sources import Source
 from sentray.kit import storage
 from sentray.sifter.actor import AugmentBatch
@@ -45,44 +46,71 @@ def output_schema(id_type: pa.DataType) -> pa.Schema:
 def summarize(output: storage.Location, rejects: storage.Location,
               sources: Sequence[Source]) -> dict:
     """Rows in; rows out; rejected rows by reason; backbones by source; every row once."""
-    incomplete = part_files.incomplete_sources([output, rejects], sources)
+    incomplete: list[str] = []
     rows_in = rows_out = 0
     rejected: dict[str, int] = {}
     backbones = {"openie": 0, "dependency": 0, "none": 0}
     for source in sources:
-        if source.uri in incomplete:
+        runs = source_runs([output, rejects], source)
+        if not runs.complete:
+            incomplete.append(source.uri)
             continue
-        rows_in += part_files.completed_rows([output, rejects], source.key)[1]
-        kept = part_files.read_column(output, source.key, "backbone_source")
-        rows_out += len(kept)
-        for value in kept:
-            backbones[value] = backbones.get(value, 0) + 1
-        for reason in part_files.read_column(rejects, source.key, "reject_reason"):
-            rejected[reason] = rejected.get(reason, 0) + 1
+        rows_in += runs.total
+        for value, count in part_files.count_values(parts_in(runs, output),
+                                                    "backbone_source").items():
+            backbones[value] = backbones.get(value, 0) + count
+            rows_out += count
+        for reason, count in part_files.count_values(parts_in(runs, rejects),
+                                                     "reject_reason").items():
+            rejected[reason] = rejected.get(reason, 0) + count
     return {"sources": len(sources), "incomplete_sources": incomplete, "rows_in": rows_in,
             "rows_out": rows_out, "rows_rejected": sum(rejected.values()),
             "rejected_by_reason": rejected, "backbone_source": backbones,
             "triples_found": backbones["openie"]}
 
 
-def check_backend(config: AugmentConfig) -> None:
-    """Fail here, not in every actor, when the spaCy model or CoreNLP is missing."""
-    load_spacy(config.spacy_model)
+def check_backend(config: AugmentConfig) -> dict:
+    """Fail here, not in every actor, when the spaCy model or CoreNLP is missing; returns the
+    versions of the parsers, which the settings record."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    nlp = load_spacy(config.spacy_model)
+    versions = {"spacy_model": f"{nlp.meta.get('name')}-{nlp.meta.get('version')}"}
     if config.backend == "corenlp":
         from sentray.sifter.corenlp import corenlp_home
 
-        corenlp_home()
+        versions["corenlp"] = sorted(p.name for p in corenlp_home().glob("stanford-corenlp-*.jar"))
+    else:
+        try:
+            versions["triplet_extract"] = version("triplet-extract")
+        except PackageNotFoundError:
+            versions["triplet_extract"] = None
+    return versions
+
+
+def augment_settings(config: AugmentConfig, versions: dict) -> dict:
+    """What the kept and rejected rows depend on (OUTPUT/_settings.json): a rerun with any
+    other value would mix two kinds of Y and Z, or two filters, in one output."""
+    corpus = config.corpus
+    return {"backend": config.backend, **versions, "triple": config.triple, "seed": config.seed,
+            "min_words": config.min_words, "keep_short": config.keep_short,
+            "keep_capitalized_tail": config.keep_capitalized_tail,
+            "max_parse_chars": config.max_parse_chars,
+            "openie_entailment": config.openie_entailment, "rejects": config.rejects,
+            "text_column": corpus.text_column, "id_column": corpus.id_column,
+            "format": corpus.format}
 
 
 def run_augmentation(config: AugmentConfig) -> dict:
     """X/Y/Z for every kept row of the corpus into `config.output`, rejects with their reason
     into `config.rejects`; returns the summary (also written as OUTPUT/_summary.json)."""
     config = config.resolved()
+    settings = augment_settings(config, check_backend(config))
     return corpus_job.run_corpus_job(corpus_job.CorpusJob(
         name="augment", config=config, corpus=config.corpus, pool=config.pool,
         folders=(config.output, config.rejects), actor_class=AugmentBatch,
         actor_kwargs={"config": config}, route=lambda folders: SplitOutputAndRejects(*folders),
         empty_schema=lambda source: output_schema(pa.string()),
         summarize=lambda folders, sources: summarize(*folders, sources),
-        rows_out_keys=("rows_out", "rows_rejected"),
-        check_before_pool=lambda: check_backend(config)))
+        rows_out_keys=("rows_out", "rows_rejected"), settings=settings,
+        overwrite=config.overwrite))

@@ -6,8 +6,26 @@ section "Data augmentation"):
   OpenIE relation triple (subject, relation, object) of X, one picked at random (seeded) or the
   longest; where OpenIE finds none, the first two levels of X's dependency tree (the root and
   its direct children, in sentence order, punctuation dropped).
-- Z, *delete useless words*: X without articles, conjunctions (coordinating and subordinating)
-  and pronouns; Z = X when nothing would remain.
+- Z, *delete useless words*: X without its articles, coordinating conjunctions and personal and
+  possessive pronouns, decided on Penn Treebank tags (spaCy's `token.tag_`, the tag set
+  Stanford CoreNLP's tagger gives the paper's tools): `DT` a/an/the, `CC`, `PRP`, `PRP$`.
+  Negations and quantifiers are never deleted, whatever their tag (Penn files "neither",
+  "either", "both" and "nor" under `CC`). Subordinating conjunctions stay: Penn tags them `IN`
+  with the prepositions, so a rule on CoreNLP's tags cannot take "because" without taking "in",
+  and the subordinators carry the clause's relation ("if", "unless", "although": deleting one
+  turns a condition or a concession into an assertion). Wh-pronouns (`WP`, `WP$`) stay: Penn
+  files them with the wh-words, not with the personal pronouns, and they are a question's focus
+  or a relative clause's link ("It is what it is." -> "is what is.", not "is is."). Z = X when
+  nothing would remain. Examples (hand-checked, tests/sifter/test_positives.py):
+
+      Nobody came to the party because it rained.  ->  Nobody came to party because rained.
+      I saw nothing in his room.                   ->  saw nothing in room.
+      Neither John nor Mary saw anyone.            ->  Neither John nor Mary saw anyone.
+      She and I went to the market, but they stayed home.  ->  went to market, stayed home.
+
+  The earlier rule deleted every UD `PRON`, `CCONJ` and `SCONJ`, which also took "nobody",
+  "nothing", "anyone", "neither", "if" ("came to party rained.", "saw in room.");
+  docs/experiments/z_audit.py measures both on Brown.
 The functions take spaCy `Doc`s (or anything with the same token attributes) and triples; the
 parsers that produce them are spaCy + triplet-extract (`sentray.sifter.parsers`) or CoreNLP
 (`sentray.sifter.corenlp`), both above this module. The paper's corpus filter is in
@@ -23,8 +41,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-ARTICLES = frozenset({"a", "an", "the"})
-USELESS_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
+ARTICLES = frozenset({"a", "an", "the"})  # deleted only when tagged DT (not "A" in "Vitamin A")
+# Penn Treebank tags Z deletes: coordinating conjunction, personal and possessive pronoun
+DELETED_TAGS = frozenset({"CC", "PRP", "PRP$"})
+NEGATIONS = frozenset({"not", "n't", "no", "nor", "neither", "never", "none", "nobody", "nothing",
+                       "nowhere", "noone"})
+QUANTIFIERS = frozenset({"all", "any", "anybody", "anyone", "anything", "anywhere", "both", "each",
+                         "either", "every", "everybody", "everyone", "everything", "everywhere",
+                         "few", "fewer", "half", "least", "less", "many", "more", "most", "much",
+                         "several", "some", "somebody", "someone", "something", "somewhere"})
+# Z keeps these whatever they are tagged: deleting one changes what the sentence asserts
+KEPT_WORDS = NEGATIONS | QUANTIFIERS
 TripleChoice = Literal["random", "longest"]
 BackboneSource = Literal["openie", "dependency", "none"]
 
@@ -71,19 +98,26 @@ def as_sentence(parts: Sequence[str]) -> str:
 
 
 def is_useless(token) -> bool:
-    """Articles, coordinating/subordinating conjunctions and pronouns (spaCy's UD tags)."""
-    if token.pos_ in USELESS_POS:
-        return True
-    return token.pos_ == "DET" and token.lower_ in ARTICLES
+    """Z deletes `token`: an article (DT a/an/the), a coordinating conjunction (CC) or a
+    personal or possessive pronoun (PRP, PRP$), by its Penn Treebank tag, unless it is a
+    negation or a quantifier (`KEPT_WORDS`)."""
+    word = token.lower_
+    if word in KEPT_WORDS:
+        return False
+    if token.tag_ == "DT":
+        return word in ARTICLES
+    return token.tag_ in DELETED_TAGS
 
 
 def prune_text(doc) -> str:
     """Z: the document without its useless words, spacing tidied; the original text when only
-    punctuation or nothing would remain."""
+    punctuation or nothing would remain. A deleted word leaves its trailing space, so the words
+    around a deleted clitic stay apart ("Let's not" -> "Let not", not "Letnot")."""
     kept = [t for t in doc if not is_useless(t)]
     if not any(not (t.is_punct or t.is_space) for t in kept):
         return doc.text
-    return tidy_spacing("".join(t.text + t.whitespace_ for t in kept))
+    return tidy_spacing("".join(t.whitespace_ if is_useless(t) else t.text + t.whitespace_
+                                for t in doc))
 
 
 # -- Y: add the sentence backbone -----------------------------------------------------------------

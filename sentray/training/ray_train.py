@@ -9,7 +9,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from sentray.kit.ray_cluster import init_ray, local_cpus
+from sentray.kit.ray_cluster import ClusterWatch, init_ray, local_cpus
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -84,7 +84,10 @@ def fit(
             dataset_config=dataset_config,
             run_config=_run_config(name, storage_path, storage_filesystem, max_failures,
                                    keep_checkpoints, best_by))
-        result = trainer.fit()
+        with ClusterWatch("Run the same command (the same --output and --name) against a new "
+                          "cluster: it resumes from the last checkpoint (on storage every node "
+                          "sees: shared or S3)."):
+            result = trainer.fit()
     finally:
         if started_cluster:
             ray.shutdown()

@@ -310,6 +310,7 @@ def clean_run(ray_cluster, tmp_path_factory, tiny_model_dir, views, data_dir):
     return config, run_training(config)
 
 
+@pytest.mark.long
 @pytest.mark.ray
 @pytest.mark.slow
 @pytest.mark.parametrize("sort_rows", [200_000, 40], ids=["one-partition", "distributed-sort"])
@@ -401,6 +402,45 @@ def test_dev_scores_during_training_are_the_exported_models(clean_run, data_dir)
     assert score_pairs(initial, dev) == pytest.approx(summary["initial_stsb_dev"], abs=0.01)
 
 
+@pytest.mark.long
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_lost_node_restarts_the_run_from_its_checkpoint(ray_cluster, tmp_path, tiny_model_dir,
+                                                         views, data_dir):
+    """The worker node hosting one Ray Train worker is killed after the first checkpoint; the
+    worker group restarts from the last checkpoint on the resources left, and the run ends with
+    all its steps, its workers in sync. (A fresh node replaces the lost one afterwards, for the
+    tests that follow: Ray starts nodes from the main thread only.)"""
+    import threading
+    import time
+
+    config = tiny_run_config(tmp_path, tiny_model_dir, views, data_dir, epochs=4)  # 48 steps
+    run_folder = tmp_path / config.name
+    killed: list[int] = []
+
+    def kill_after_the_first_checkpoint():
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not list(run_folder.glob("checkpoint_*")):
+            time.sleep(0.05)
+        hosts = ray_cluster.processes_named("RayTrainWorker")
+        if hosts:
+            killed.append(min(hosts))
+            ray_cluster.kill_worker(min(hosts), replace=False)
+
+    killer = threading.Thread(target=kill_after_the_first_checkpoint, daemon=True)
+    killer.start()
+    try:
+        summary = run_training(config)
+    finally:
+        killer.join(10)
+        ray_cluster.replace_lost()
+    assert killed, "no node hosted a training worker"
+    assert summary["steps"] == 48
+    assert [r["step"] for r in summary["history"]] == list(range(6, 49, 6))
+    assert all(r["param_spread"] == 0.0 for r in summary["history"])  # in sync after it
+
+
+@pytest.mark.long
 @pytest.mark.ray
 @pytest.mark.slow
 def test_killed_worker_resumes_from_its_checkpoint_to_the_same_result(clean_run, tmp_path):
@@ -420,6 +460,7 @@ def test_killed_worker_resumes_from_its_checkpoint_to_the_same_result(clean_run,
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.long
 @pytest.mark.ray
 @pytest.mark.slow
 def test_rerunning_a_run_name_resumes_it(clean_run, tmp_path):
@@ -523,3 +564,37 @@ def test_job_flags_reach_the_config(exit_message):
     with pytest.raises(SystemExit) as info:  # the config's own check
         config("--batch-size", "63", "--workers", "2")
     assert "must be divisible by the number of workers 2" in exit_message(info)
+
+
+def test_a_rerun_that_changes_the_model_is_refused_one_that_extends_it_is_not(tmp_path,
+                                                                              tiny_model_dir):
+    """OUTPUT/NAME/_settings.json records what the model depends on; a rerun under the same
+    name that changes any of it stops before Ray starts, naming it; more epochs or steps,
+    other workers or evaluation settings only extend the run; --overwrite starts afresh."""
+    import dataclasses
+
+    from sentray.contrastive.job import MODEL_SETTINGS, _claim_run_folder
+    from sentray.kit import storage
+
+    config = TrainConfig(input=str(tmp_path / "in"), output=str(tmp_path / "out"),
+                         pooling="mean", mlp=False).resolved()
+    output = storage.locate(config.output)
+    run = output.join(config.name)
+    _claim_run_folder(config, output, run)
+    recorded = json.loads((tmp_path / "out" / "sifter" / "_settings.json").read_text())
+    assert set(MODEL_SETTINGS) | {"model_files"} == set(recorded["settings"])
+    _claim_run_folder(dataclasses.replace(config, epochs=3, max_steps=50, workers=2,
+                                          eval_steps=10, keep_checkpoints=2), output, run)
+    changes = {"lr": 3e-5, "seed": 1, "lambdas": SifterWeights(1, 0, 0), "dropout": 0.1,
+               "batch_size": 32, "warmup_ratio": 0.1, "max_length": 64, "temperature": 0.1,
+               "objective": "simcse", "model": str(tiny_model_dir), "input": "other"}
+    for key, value in changes.items():
+        changed = dataclasses.replace(config, **{key: value})
+        with pytest.raises(ValueError, match=f"{key}: .* \\(stored\\) != .* \\(this run\\)"):
+            _claim_run_folder(changed, output, run)
+    (tmp_path / "out" / "best").mkdir()
+    (tmp_path / "out" / "best" / "model.safetensors").write_bytes(b"old")
+    _claim_run_folder(dataclasses.replace(config, lr=3e-5, overwrite=True), output, run)
+    assert not (tmp_path / "out" / "best").exists()
+    assert json.loads((tmp_path / "out" / "sifter" / "_settings.json").read_text())[
+        "settings"]["lr"] == 3e-5

@@ -15,10 +15,10 @@ from sentray.contrastive.view_tokens import (
     backbone_coverage,
     backbone_length,
     backbone_start,
-    special_tokens,
     tokenize_batch,
     tokenize_views,
 )
+from sentray.encode.encoder import special_tokens
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sentray" / "data" / "sample.txt"
 LONG = ("The jury further said in term-end presentments that the City Executive Committee, "

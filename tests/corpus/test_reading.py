@@ -4,6 +4,7 @@ read-task planning and the readers themselves."""
 from __future__ import annotations
 
 import os
+import posixpath
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +12,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from sentray.corpus.reading import read_parquet_source, read_tasks, read_text_source
-from sentray.corpus.sources import INVALID_UTF8, CorpusConfig, decode_lines, discover_sources
+from sentray.corpus.source_runs import source_runs
+from sentray.corpus.sources import (
+    INVALID_UTF8,
+    CorpusConfig,
+    Source,
+    decode_lines,
+    discover_sources,
+)
 
 # -- decode_lines ---------------------------------------------------------------------------------
 
@@ -266,10 +274,10 @@ def test_read_tasks_cover_every_row_once(tmp_path, rows, row_group_size, rows_pe
     assert sum(parquet.row_groups) == rows
     assert len(parquet.row_groups) == -(-rows // row_group_size)
 
-    tasks = read_tasks(sources, config)
-    parquet_tasks = [t for t in tasks if t[0] is parquet]
+    tasks = read_tasks([(s, None) for s in sources], config)
+    parquet_tasks = [t[:3] for t in tasks if t[0] is parquet]
     text_tasks = [t for t in tasks if t[0] is sources[1]]
-    assert text_tasks == [(sources[1], [], 0)]
+    assert text_tasks == [(sources[1], [], 0, None)]
     # row groups: each once, in order, contiguous per task
     groups = [g for _, task_groups, _ in parquet_tasks for g in task_groups]
     assert groups == list(range(len(parquet.row_groups)))
@@ -304,9 +312,18 @@ def test_read_tasks_exact_grouping(tmp_path):
     path = write_parquet(tmp_path / "a.parquet", pa.table({"text": ["x"] * 100}),
                          row_group_size=10)
     config = CorpusConfig(input=str(path), rows_per_read_task=30)
-    tasks = read_tasks(discover_sources(config), config)
-    assert [(groups, first) for _, groups, first in tasks] == [
+    sources = discover_sources(config)
+    tasks = read_tasks([(s, None) for s in sources], config)
+    assert [(groups, first) for _, groups, first, _ in tasks] == [
         ([0, 1, 2], 0), ([3, 4, 5], 30), ([6, 7, 8], 60), ([9], 90)]
+    # a rerun reads only the row groups that hold rows still to do, and only those rows
+    runs = [(15, 25), (95, 100)]
+    tasks = read_tasks([(sources[0], runs)], config)
+    assert [(groups, first) for _, groups, first, _ in tasks] == [([1, 2], 10), ([9], 90)]
+    rows = [r for s, g, f, task_runs in tasks
+            for block in read_parquet_source(s, g, f, config, task_runs)
+            for r in block.column("row").to_pylist()]
+    assert rows == [*range(15, 25), *range(95, 100)]
 
 
 def test_read_parquet_with_id_column_and_nulls(tmp_path):
@@ -315,7 +332,7 @@ def test_read_parquet_with_id_column_and_nulls(tmp_path):
     config = CorpusConfig(input=str(path), text_column="sentence", id_column="doc",
                           rows_per_read_task=1)
     sources = discover_sources(config)
-    blocks = [b for s, g, f in read_tasks(sources, config)
+    blocks = [b for s, g, f, _ in read_tasks([(s, None) for s in sources], config)
               for b in read_parquet_source(s, g, f, config)]
     result = pa.concat_tables(blocks)
     assert result.column("id").type == pa.int64()
@@ -330,7 +347,7 @@ def test_binary_text_column_invalid_utf8(tmp_path):
     path = write_parquet(tmp_path / "a.parquet", pa.table({"text": values}))
     config = CorpusConfig(input=str(path))
     sources = discover_sources(config)
-    (source, groups, first), = read_tasks(sources, config)
+    (source, groups, first, _), = read_tasks([(s, None) for s in sources], config)
     result = pa.concat_tables(read_parquet_source(source, groups, first, config))
     assert result.column("text").type == pa.string()
     assert result.column("text").to_pylist() == ["good", None, None, "\u00fcber", None]
@@ -342,7 +359,7 @@ def test_binary_text_column_invalid_utf8(tmp_path):
 def test_null_typed_text_column(tmp_path):
     path = write_parquet(tmp_path / "a.parquet", pa.table({"text": pa.nulls(3)}))
     config = CorpusConfig(input=str(path))
-    (source, groups, first), = read_tasks(discover_sources(config), config)
+    (source, groups, first, _), = read_tasks([(s, None) for s in discover_sources(config)], config)
     result = pa.concat_tables(read_parquet_source(source, groups, first, config))
     assert result.column("text").to_pylist() == [None] * 3
     assert result.column("read_error").to_pylist() == [None] * 3
@@ -382,7 +399,7 @@ def test_previous_text_follows_file_order_across_blocks_and_tasks(tmp_path):
                           with_previous_text=True)
     for source in discover_sources(config):
         got = {}
-        for task_source, groups, first in read_tasks([source], config):
+        for task_source, groups, first, _ in read_tasks([(source, None)], config):
             blocks = (read_text_source(task_source, 5, True) if task_source.format == "text"
                       else read_parquet_source(task_source, groups, first, config))
             for block in blocks:
@@ -417,8 +434,48 @@ def test_a_split_run_is_one_part_per_folder_and_its_rows_add_up(tmp_path):
     assert names == [part_files.part_name(0, 10, 12, 5), part_files.part_name(10, 12, 12, 1)]
     assert names[0] == "part-000000000000-000000000010-of-000000000012-rows-5.parquet"
     assert len(list((tmp_path / "rej" / "s").iterdir())) == 2
-    assert part_files.completed_rows([kept, rejected], "s") == (12, 12)
-    assert part_files.completed_rows([kept], "s") == (-1, None)  # the rejected half is not counted
+    source = Source("s", "s", None, "s", "text")
+    runs = source_runs([kept, rejected], _keyed(source, "s"))
+    assert runs.complete and runs.total == 12 and runs.done == ((0, 10), (10, 12))
+    only_kept = source_runs([kept], _keyed(source, "s"))  # the rejected half is not counted
+    assert not only_kept.complete and only_kept.missing == [(0, 12)]
     (tmp_path / "rej" / "s" / part_files.part_name(10, 12, 12, 1)).unlink()
-    assert part_files.completed_rows([kept, rejected], "s") == (-1, None)
+    runs = source_runs([kept, rejected], _keyed(source, "s"))
+    assert runs.done == ((0, 10),) and runs.missing == [(10, 12)]  # the first run is kept
+    assert [posixpath.basename(p.path) for p in runs.stale] == [
+        part_files.part_name(10, 12, 12, 1)]  # the half of the dead run: to delete
     assert pq.read_table(tmp_path / "out" / "s").column("row").to_pylist() == [0, 2, 4, 6, 8, 10]
+
+
+def _keyed(source, key: str):
+    """A source whose output folder is named `key` (its `key` is a property of its uri)."""
+    class Keyed(type(source)):
+        @property
+        def key(self) -> str:
+            return key
+
+    import dataclasses
+
+    return Keyed(**{f.name: getattr(source, f.name) for f in dataclasses.fields(source)})
+
+
+def test_source_runs_keep_finished_parts_and_drop_what_compaction_left(tmp_path):
+    """Parts are the record: a killed run's finished parts count, the rows between them are
+    missing; a part inside a bigger one (a compaction stopped before deleting what it merged)
+    is stale; parts of an input that now has another row count are all stale."""
+    from sentray.corpus import part_files
+    from sentray.kit import storage
+
+    folder = tmp_path / "out" / "s"
+    folder.mkdir(parents=True)
+    for first, end in [(0, 10), (10, 20), (30, 40), (0, 20)]:
+        (folder / part_files.part_name(first, end, 50)).write_bytes(b"")
+    out = storage.locate(str(tmp_path / "out"))
+    source = _keyed(Source("s", "s", None, "s", "parquet", num_rows=50), "s")
+    runs = source_runs([out], source)
+    assert runs.done == ((0, 20), (30, 40)) and runs.missing == [(20, 30), (40, 50)]
+    assert sorted(posixpath.basename(p.path) for p in runs.stale) == [
+        part_files.part_name(0, 10, 50), part_files.part_name(10, 20, 50)]
+    changed = _keyed(Source("s", "s", None, "s", "parquet", num_rows=60), "s")
+    assert len(source_runs([out], changed).stale) == 4 and source_runs([out], changed).missing \
+        == [(0, 60)]

@@ -63,7 +63,7 @@ def read_source_output(folder: Path) -> pa.Table:
 
 
 def read_all_output(output: Path) -> pa.Table:
-    folders = sorted(p for p in output.iterdir() if p.is_dir())
+    folders = sorted(p for p in output.iterdir() if p.is_dir() and not p.name.startswith("_"))
     return pa.concat_tables([read_source_output(f) for f in folders])
 
 
@@ -85,7 +85,10 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def assert_matches_reference(encoder, text: str, embedding: list[float]) -> None:
+    """The job's vector is the encoder's, L2-normalized as all-MiniLM-L6-v2's own pipeline is
+    (its sentence-transformers modules end with Normalize; the job follows the model)."""
     expected = encoder.encode([text])[0]
+    expected = expected / np.linalg.norm(expected)
     got = np.asarray(embedding, dtype=np.float32)
     assert got.shape == (DIMENSION,)
     assert cosine(got, expected) > 0.9999, text[:60]
@@ -137,6 +140,7 @@ SPECIAL_LINES: list[tuple[bytes, str, str | None]] = [
 ]
 
 
+@pytest.mark.long
 @pytest.mark.ray
 @pytest.mark.slow
 def test_awkward_lines(ray_cluster, embed_job, reference_encoder, tmp_path):
@@ -180,8 +184,18 @@ def test_awkward_lines(ray_cluster, embed_job, reference_encoder, tmp_path):
     expected = reference_encoder.encode([text for _, text in ordinary])
     for (row, text), vector in zip(ordinary, expected, strict=True):
         assert cosine(np.asarray(embeddings[row]), vector) > 0.9999, text
+    # what sentence-transformers' own encode gives (unit vectors): dot products agree too.
+    # Batches differ (ST pads the whole list by characters): float rounding, 1e-5.
+    from sentence_transformers import SentenceTransformer
 
-    counts = {s: statuses.count(s) for s in ("ok", "truncated", "null", "empty", "invalid_utf8")}
+    from sentray.encode.model_loading import resolve_model
+
+    peer = SentenceTransformer(resolve_model("all-MiniLM-L6-v2").path, device="cpu")
+    np.testing.assert_allclose(np.stack([embeddings[row] for row, _ in ordinary]),
+                               peer.encode([text for _, text in ordinary]), atol=1e-5)
+
+    counts = {s: statuses.count(s) for s in ("ok", "truncated", "chunked", "null", "empty",
+                                             "invalid_utf8")}
     assert counts["truncated"] == 1 and counts["invalid_utf8"] == 2 and counts["empty"] == 5
     assert summary["status"] == counts
     assert summary["rows_in"] == summary["rows_out"] == n
@@ -258,7 +272,7 @@ def test_parquet_ids_nulls_custom_column_and_empty_file(ray_cluster, embed_job,
     assert empty.schema.field("id").type == pa.int64()
     assert empty.schema.field("embedding").type == EMBEDDING_TYPE
 
-    counts = dict.fromkeys(("ok", "truncated", "null", "empty", "invalid_utf8"), 0)
+    counts = dict.fromkeys(("ok", "truncated", "chunked", "null", "empty", "invalid_utf8"), 0)
     for status in expected_status + ["ok", "invalid_utf8", "null", "ok"]:
         counts[status] += 1
     assert summary["status"] == counts
@@ -322,6 +336,7 @@ def test_bad_arguments_exit_cleanly(embed_job, tmp_path, exit_message):
 # -- resume -----------------------------------------------------------------------------------
 
 
+@pytest.mark.long
 @pytest.mark.ray
 @pytest.mark.slow
 def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, tmp_path,
@@ -388,26 +403,6 @@ def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, t
 
 
 # -- S3 ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture()
-def moto_s3(monkeypatch):
-    """A moto S3 server on 127.0.0.1 (free port) with fake credentials in the environment."""
-    from moto.server import ThreadedMotoServer
-
-    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN",
-                 "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    assert host == "127.0.0.1" and port > 0
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
 
 
 def test_s3_filesystem_pickles_env_credentials(moto_s3):
@@ -577,3 +572,73 @@ def is_loopback(ip: str) -> bool:
     if address.version == 6 and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return str(address) in ("127.0.0.1", "::1")
+
+
+# -- the stored vector, reruns ----------------------------------------------------------------
+
+GUITAR = "A man is playing a guitar."
+
+
+def readme_example(output: Path) -> str:
+    """The README's "Reading the output" example, reading `output`."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("### Reading the output", 1)[1].split("```python\n", 1)[1]
+    return block.split("```", 1)[0].replace('output = "out/emb-int8"', f'output = "{output}"')
+
+
+def run_readme_example(output: Path, capsys) -> list[str]:
+    capsys.readouterr()
+    exec(compile(readme_example(output), "README example", "exec"), {})
+    return [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+
+
+@pytest.mark.ray
+def test_int8_chunked_output_a_refused_rerun_and_overwrite(ray_cluster, embed_job, tmp_path,
+                                                           capsys):
+    from sentray.embedding.query import QueryEncoder
+
+    lines = [GUITAR, GUITAR, "Stocks fell sharply on Monday.", GUITAR, "",
+             " ".join(["The committee met again and talked about the election."] * 60),
+             *[f"Ordinary sentence number {i} about the weather." for i in range(24)]]
+    corpus = tmp_path / "in.txt"
+    corpus.write_text("\n".join(lines) + "\n")
+    output = tmp_path / "out"
+    args = ["--input", str(corpus), "--output", str(output), *RAY_ARGS, "--output-dtype",
+            "int8", "--truncate-dim", "128", "--long-text", "chunk", "--calibration-rows", "20"]
+    summary = embed_job.main(args)
+    table = read_all_output(output)
+    assert table.schema.field("embedding").type == pa.list_(pa.int8(), 128)
+    assert table.column("status").to_pylist()[:6] == ["ok", "ok", "ok", "ok", "empty",
+                                                      "chunked"]
+    windows = table.column("windows").to_pylist()
+    assert windows[5] > 1 and windows[0] == 1 and windows[4] == 0
+    assert summary["rows_not_encoded"] == 2  # rows 1 and 3 took row 0's vector (one block)
+    codes = np.stack([np.asarray(v) for v in table.column("embedding").to_pylist()[:4]
+                      if v is not None])
+    assert (codes[0] == codes[1]).all() and (codes[0] == codes[3]).all()
+    recorded = json.loads(pq.read_schema(part_files(output / source_keys(corpus)["in.txt"])[0])
+                          .metadata[b"sentray.vectors"])
+    assert recorded == {"model": "all-MiniLM-L6-v2", "pooling": "last_avg", "head": None,
+                        "dimension": 128, "normalize": True, "output_dtype": "int8",
+                        "long_text": "chunk"}
+    quantization = json.loads((output / "_quantization.json").read_text())
+    assert quantization["dtype"] == "int8" and len(quantization["ranges"]["minimum"]) == 128
+    # a query coded with the stored code book matches its row: one code apart at most, where
+    # float rounding of another batch crosses a step's edge
+    query = QueryEncoder(str(output)).encode([GUITAR])[0]
+    assert np.abs(query.astype(int) - codes[0].astype(int)).max() <= 1
+    ids = table.column("id").to_pylist()
+    assert run_readme_example(output, capsys)[0] in ids[:4:1]  # a guitar row comes first
+
+    before = sorted((p, p.stat().st_mtime_ns) for p in output.rglob("*"))
+    with pytest.raises(SystemExit, match="output_dtype: 'int8' \\(stored\\) != 'binary'"):
+        embed_job.main([*args[:-8], "--output-dtype", "binary", *args[-6:]])
+    assert sorted((p, p.stat().st_mtime_ns) for p in output.rglob("*")) == before
+
+    (output / "_notes.txt").write_text("the user's own file")  # "_": Parquet readers skip it
+    embed_job.main([*args[:-8], "--output-dtype", "binary", *args[-6:], "--overwrite"])
+    table = read_all_output(output)
+    assert table.schema.field("embedding").type == pa.list_(pa.int8(), 16)  # 128 bits
+    assert (output / "_notes.txt").read_text() == "the user's own file"
+    assert not (output / "_quantization.json").exists()
+    assert run_readme_example(output, capsys)[0] in ids[:4]

@@ -96,3 +96,29 @@ def test_embed_job_and_sentence_transformers_agree_on_an_exported_ditto_model(
     embedded = np.stack(table.column("embedding").to_numpy(zero_copy_only=False))
     np.testing.assert_allclose(embedded, sentence_transformer(folder).encode(TEXTS),
                                rtol=1e-5, atol=1e-6)  # batches differ (see above)
+
+
+def test_a_sentray_folder_loads_without_trusting_the_folders_code(tmp_path, tiny_model_dir):
+    """sentence-transformers refuses a Ditto folder without trust_remote_code (a flag that
+    trusts any class a folder names); `load_sentence_transformer` builds sentray's own module
+    from the installed package and refuses folders naming other classes."""
+    from sentence_transformers import SentenceTransformer
+
+    from sentray.encode.config import EncoderConfig
+    from sentray.encode.encoder import SentenceEncoder
+    from sentray.encode.st_module import load_sentence_transformer
+
+    folder = save_model_directory(SentenceEncoder(EncoderConfig(
+        model=str(tiny_model_dir), pooling="ditto", head="1-2", device="cpu")), tmp_path / "st")
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        SentenceTransformer(str(folder), device="cpu")
+    ours = load_sentence_transformer(folder, device="cpu").encode(TEXTS)
+    trusted = sentence_transformer(folder).encode(TEXTS)
+    np.testing.assert_allclose(ours, trusted, rtol=1e-6, atol=1e-7)  # the same module, same code
+    mean = save_model_directory(SentenceEncoder(EncoderConfig(
+        model=str(tiny_model_dir), pooling="mean", device="cpu")), tmp_path / "mean")
+    assert load_sentence_transformer(mean, device="cpu").encode(TEXTS).shape == (4, 32)
+    modules = json.loads((folder / "modules.json").read_text())
+    (folder / "modules.json").write_text(json.dumps([{**modules[0], "type": "evil.Module"}]))
+    with pytest.raises(ValueError, match="not a folder sentray wrote"):
+        load_sentence_transformer(folder)

@@ -118,6 +118,7 @@ def _first_pairs(pairs, n):
     return senteval.PairSet(pairs.name, pairs.first[:n], pairs.second[:n], pairs.gold[:n])
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_evaluate_job_reproduces_sentence_transformers(data_dir, tmp_path):
     """all-MiniLM-L6-v2 + mean: every task equals sentence-transformers' own encode + scipy, on

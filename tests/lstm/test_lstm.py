@@ -489,6 +489,7 @@ def test_job_errors_name_the_problem(tmp_path, tiny_model_dir, exit_message):
 # -- Ray Train ----------------------------------------------------------------------------------
 
 
+@pytest.mark.long
 @needs_vader
 @pytest.mark.ray
 @pytest.mark.slow

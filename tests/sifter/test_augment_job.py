@@ -96,6 +96,7 @@ def test_every_row_is_kept_or_rejected_with_its_reason(ray_cluster, augment_job,
     assert again["processed_this_run"] == [] and again["rows_in"] == rows
 
 
+@pytest.mark.long
 @pytest.mark.ray
 @pytest.mark.slow
 def test_seeded_choice_is_reproducible_and_filters_switch_off(ray_cluster, augment_job,
@@ -136,6 +137,7 @@ def _wait_for(url: str, seconds: float) -> None:
     raise TimeoutError(url)
 
 
+@pytest.mark.long
 @pytest.mark.ray
 @pytest.mark.slow
 def test_ray_job_submit_against_a_loopback_head(tmp_path):

@@ -1,0 +1,196 @@
+"""What an output folder holds, and who is writing it: a rerun never mixes two configurations.
+
+- `_settings.json` records what the output's rows depend on (for embeddings: the model and its
+  files, pooling, dimension, normalization, dtype, ...). A run whose settings differ from the
+  stored ones stops before Ray starts, naming each differing key with both values; `--overwrite`
+  deletes the job's own files (`remove_job_files`, only those) and starts afresh. Settings that
+  do not change the rows (actors, batch sizes, GPUs) are not recorded and may differ.
+- `_runs/<run id>.json` is each running job's claim, refreshed every `HEARTBEAT_S` seconds. A
+  run that finds a live claim with other settings stops before writing anything; two runs with
+  the same settings both proceed (they write the same part names). A claim not refreshed for
+  `STALE_S` seconds belongs to a run that died without cleaning up: it is reported and removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from sentray.corpus import part_files
+from sentray.kit import storage
+from sentray.kit.settings_record import (
+    SETTINGS_FILE,
+    differences,
+    mixing_error,
+    read_json,
+    read_settings,
+    settings_digest,
+    write_json,
+)
+
+logger = logging.getLogger(__name__)
+
+RUNS_FOLDER = "_runs"
+HEARTBEAT_S = 10.0
+STALE_S = 60.0
+# What a job writes at the top of its output besides the source folders.
+JOB_FILES = ("_summary.json", "_config.yaml", SETTINGS_FILE, "_quantization.json")
+
+
+def holds_rows(folder: storage.Location) -> bool:
+    """Whether `folder` holds any part file of a corpus job."""
+    try:
+        infos = folder.filesystem.get_file_info(pafs.FileSelector(folder.path, recursive=True))
+    except FileNotFoundError:
+        return False
+    return any(info.type == pafs.FileType.File
+               and part_files.PART_NAME.match(posixpath.basename(info.path)) for info in infos)
+
+
+def check_settings(folders: Sequence[storage.Location], settings: dict) -> None:
+    """ValueError when the output already holds rows made with other settings."""
+    stored = read_settings(folders[0])
+    if stored is None or not any(holds_rows(folder) for folder in folders):
+        return
+    changed = differences(stored, settings)
+    if changed:
+        raise mixing_error(folders[0].uri, changed,
+                           "Rerun with the stored settings, write to another output, or add "
+                           "--overwrite to delete this job's files there and start afresh.")
+
+
+def remove_job_files(folders: Sequence[storage.Location]) -> int:
+    """--overwrite: delete what a corpus job writes in `folders` (part files, the files in
+    JOB_FILES, run claims), and folders left empty by that; nothing else. Returns the files
+    deleted."""
+    deleted = 0
+    for folder in folders:
+        try:
+            infos = folder.filesystem.get_file_info(pafs.FileSelector(folder.path,
+                                                                      recursive=True))
+        except FileNotFoundError:
+            continue
+        for info in infos:
+            name, parent = posixpath.basename(info.path), posixpath.dirname(info.path)
+            ours = (part_files.PART_NAME.match(name) or name.startswith(".tmp-")
+                    or (parent == folder.path and name in JOB_FILES)
+                    or posixpath.basename(parent) == RUNS_FOLDER)
+            if info.type == pafs.FileType.File and ours:
+                folder.filesystem.delete_file(info.path)
+                deleted += 1
+        for info in sorted(infos, key=lambda i: -len(i.path)):  # deepest first
+            if info.type == pafs.FileType.Directory and not folder.filesystem.get_file_info(
+                    pafs.FileSelector(info.path)):
+                folder.filesystem.delete_dir(info.path)
+    return deleted
+
+
+@dataclass(frozen=True)
+class Claim:
+    run: str
+    host: str
+    pid: int
+    started: float
+    heartbeat: float
+    digest: str
+
+    def describe(self) -> str:
+        return (f"run {self.run} (host {self.host}, pid {self.pid}, started "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.started))})")
+
+
+class RunClaim:
+    """This run's claim on an output folder, held while the job runs (a context manager)."""
+
+    def __init__(self, output: storage.Location, settings: dict) -> None:
+        self.output, self.digest = output, settings_digest(settings)
+        self.run = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        self.location = output.join(RUNS_FOLDER, f"{self.run}.json")
+        self.started = time.time()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def claims(self) -> list[Claim]:
+        folder = self.output.join(RUNS_FOLDER)
+        try:
+            infos = folder.filesystem.get_file_info(pafs.FileSelector(folder.path))
+        except FileNotFoundError:
+            return []
+        found = []
+        for info in infos:
+            values = read_json(storage.Location(folder.filesystem, info.path, info.path))
+            if values is not None and info.path != self.location.path:
+                found.append(Claim(**values))
+        return found
+
+    def _conflicts(self) -> list[Claim]:
+        """Live claims with other settings; stale claims are reported and removed."""
+        live = []
+        for claim in self.claims():
+            age = time.time() - claim.heartbeat
+            if age > STALE_S:
+                logger.warning("%s stopped %.0f s ago without cleaning up its claim on %s (a "
+                               "stale lock): removed", claim.describe(), age, self.output.uri)
+                self.output.filesystem.delete_file(
+                    self.output.join(RUNS_FOLDER, f"{claim.run}.json").path)
+            elif claim.digest != self.digest:
+                live.append(claim)
+        return live
+
+    def _refuse(self, other: Claim) -> None:
+        raise ValueError(f"{other.describe()} is writing {self.output.uri} with other settings "
+                         "right now; this run stops before writing anything. Wait for it, write "
+                         "elsewhere, or stop it.")
+
+    def __enter__(self) -> RunClaim:
+        for other in self._conflicts():
+            self._refuse(other)
+        self.output.filesystem.create_dir(self.output.join(RUNS_FOLDER).path, recursive=True)
+        self._beat()
+        # Two runs that started together both wrote a claim: the later one (by start, then
+        # by id) steps back.
+        for other in self._conflicts():
+            if (other.started, other.run) < (self.started, self.run):
+                self._release()
+                self._refuse(other)
+        self._thread = threading.Thread(target=self._keep_alive, name="RunClaim", daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        write_json(self.location, {"run": self.run, "host": socket.gethostname(),
+                                    "pid": os.getpid(), "started": self.started,
+                                    "heartbeat": time.time(), "digest": self.digest})
+
+    def _keep_alive(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                self._beat()
+            except OSError as exc:  # a storage hiccup: the next beat tries again
+                logger.warning("could not refresh this run's claim on %s: %s",
+                               self.output.uri, exc)
+
+    def _release(self) -> None:
+        """Delete this run's claim, and the claims folder when no other run holds one."""
+        folder = self.output.join(RUNS_FOLDER)
+        try:
+            self.output.filesystem.delete_file(self.location.path)
+            if not self.output.filesystem.get_file_info(pafs.FileSelector(folder.path)):
+                self.output.filesystem.delete_dir(folder.path)
+        except (FileNotFoundError, OSError):
+            pass
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._release()

@@ -1,0 +1,139 @@
+"""Which rows of each input file an output already holds, from its part names alone.
+
+A part is named by the run of rows it covers (`part-<first>-<end>-of-<rows>[-rows-<n>]`); a run
+is done when its rows add up across the job's folders (kept + rejected). `source_runs` finds the
+done runs of a source, the runs still missing (what a rerun reads and writes, so a killed run
+keeps every part it finished), and the parts to delete: a run that died half-way (its rows do not
+add up), a part inside a bigger done part (left by a compaction that stopped before deleting
+what it merged), or parts of an input file whose row count has changed since.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow.fs as pafs
+
+from sentray.corpus.part_files import PART_NAME
+from sentray.corpus.sources import Source
+from sentray.kit import storage
+
+Run = tuple[int, int]  # [first, end) rows of a source
+
+
+@dataclass(frozen=True)
+class Part:
+    first: int
+    end: int
+    total: int  # the source's rows
+    rows: int  # rows this part holds (fewer than end - first when a run is split over folders)
+    path: str
+    folder: storage.Location = field(repr=False)
+
+
+def parts_of(folder: storage.Location, source_key: str) -> list[Part]:
+    """Every part of one source in `folder`."""
+    target = folder.join(source_key)
+    try:
+        infos = folder.filesystem.get_file_info(pafs.FileSelector(target.path))
+    except FileNotFoundError:
+        return []
+    parts = []
+    for info in infos:
+        match = PART_NAME.match(posixpath.basename(info.path))
+        if match:
+            first, end, total, rows = match.groups()
+            first, end, total = int(first), int(end), int(total)
+            held = end - first if rows is None else int(rows)
+            parts.append(Part(first, end, total, held, info.path, folder))
+    return parts
+
+
+@dataclass(frozen=True)
+class SourceRuns:
+    """What the folders hold of one source."""
+
+    total: int | None  # the source's rows, as the parts (or the input's metadata) say
+    done: tuple[Run, ...]  # runs whose rows are all there, in order, disjoint
+    stale: tuple[Part, ...]  # parts to delete before the source is (re)done
+    parts: tuple[Part, ...]  # the parts of the done runs
+
+    @property
+    def missing(self) -> list[Run] | None:
+        """The runs of [0, total) not done; None: all of it (the row count is not known)."""
+        if self.total is None:
+            return None
+        runs, position = [], 0
+        for first, end in self.done:
+            if first > position:
+                runs.append((position, first))
+            position = end
+        if position < self.total:
+            runs.append((position, self.total))
+        return runs
+
+    @property
+    def complete(self) -> bool:
+        """Every row there; a 0-row source is complete once its empty part is."""
+        return self.total is not None and self.missing == [] and (self.total > 0
+                                                                  or bool(self.parts))
+
+
+def source_runs(folders: Sequence[storage.Location], source: Source) -> SourceRuns:
+    """The done runs, missing runs and stale parts of `source` in `folders`."""
+    parts = [part for folder in folders for part in parts_of(folder, source.key)]
+    totals = {part.total for part in parts}
+    if len(totals) > 1 or (totals and source.num_rows is not None
+                           and totals != {source.num_rows}):
+        return SourceRuns(source.num_rows, (), tuple(parts), ())  # the input changed
+    total = totals.pop() if totals else source.num_rows
+    by_run: dict[Run, list[Part]] = {}
+    for part in parts:
+        by_run.setdefault((part.first, part.end), []).append(part)
+    whole = [run for run, held in by_run.items()
+             if sum(p.rows for p in held) == run[1] - run[0]]
+    done: list[Run] = []
+    for run in sorted(whole, key=lambda r: (r[0] - r[1], r[0])):  # longest first
+        if all(run[1] <= a or b <= run[0] for a, b in done):
+            done.append(run)
+    done.sort()
+    kept = {run for run in done}
+    stale = [p for run, held in by_run.items() if run not in kept for p in held]
+    return SourceRuns(total, tuple(done), tuple(stale),
+                      tuple(p for run in done for p in by_run[run]))
+
+
+def remove_temporaries(folders: Sequence[storage.Location], source_key: str) -> int:
+    """Delete the `.tmp-*` files a write left in a source's folders (a part being written when
+    its process died or its disk filled: never a part, never counted). Returns how many."""
+    removed = 0
+    for folder in folders:
+        target = folder.join(source_key)
+        try:
+            infos = folder.filesystem.get_file_info(pafs.FileSelector(target.path))
+        except FileNotFoundError:
+            continue
+        for info in infos:
+            if posixpath.basename(info.path).startswith(".tmp-"):
+                folder.filesystem.delete_file(info.path)
+                removed += 1
+    return removed
+
+
+def remove_parts(parts: Sequence[Part]) -> None:
+    for part in parts:
+        try:
+            part.folder.filesystem.delete_file(part.path)
+        except FileNotFoundError:
+            pass
+
+
+def parts_in(runs: SourceRuns, folder: storage.Location) -> list[Part]:
+    """The done parts of one folder, in row order."""
+    return [part for part in runs.parts if part.folder.path == folder.path]
+
+
+def incomplete_sources(folders: Sequence[storage.Location], sources: Sequence[Source]) -> list:
+    return [s.uri for s in sources if not source_runs(folders, s).complete]

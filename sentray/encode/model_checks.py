@@ -1,0 +1,102 @@
+"""A local model folder checked before Ray starts, every problem named with its file: no
+config.json (or one that is not JSON), no weights, weights cut short (a safetensors file shorter
+than its own header says, a PyTorch checkpoint that is not a whole zip), a tokenizer that does
+not load or has more tokens than the model has embeddings, a `sentray.json` naming an unknown
+pooling or a head outside the model. A Hub id is left to transformers, which checks what it
+downloads."""
+
+from __future__ import annotations
+
+import functools
+import json
+import struct
+import zipfile
+from pathlib import Path
+
+from sentray.encode.model_info import SENTRAY_MODEL_INFO, ModelInfo
+from sentray.encode.model_loading import load_tokenizer, resolve_model
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+
+
+def check_model(name: str) -> None:
+    """ValueError / FileNotFoundError naming the file and the problem, or nothing. A folder
+    checked before in this process, unchanged since (file names, sizes, times), is not read
+    again."""
+    resolved = resolve_model(name)
+    if not resolved.is_local:
+        return
+    folder = Path(resolved.path)
+    stamp = tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
+                         for p in folder.iterdir() if p.is_file()))
+    _check_folder(str(folder), stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _check_folder(path: str, stamp: tuple) -> None:
+    folder = Path(path)
+    config = _read_config(folder)
+    weights = [folder / f for f in WEIGHT_FILES if (folder / f).is_file()]
+    if not weights:
+        raise FileNotFoundError(f"model folder {folder} has no weights: none of "
+                                f"{', '.join(WEIGHT_FILES)}")
+    for path in weights:
+        if path.suffix == ".safetensors":
+            check_safetensors(path)
+        elif path.suffix == ".bin" and not zipfile.is_zipfile(path):
+            raise ValueError(f"{path} is not a whole PyTorch checkpoint (no zip directory at "
+                             "its end: cut short?)")
+    try:
+        tokenizer = load_tokenizer(str(folder))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"model folder {folder}: its tokenizer does not load ({exc})") from exc
+    vocabulary = config.get("vocab_size")
+    if vocabulary and len(tokenizer) > vocabulary:
+        raise ValueError(f"model folder {folder}: its tokenizer has {len(tokenizer)} tokens but "
+                         f"config.json gives the model {vocabulary} embeddings: the tokenizer is "
+                         "not this model's")
+    info = ModelInfo.read(str(folder))  # sentray.json's pooling and head: checked as read
+    if info is not None and info.head is not None:
+        layer, head = (int(x) for x in info.head.split("-"))
+        layers, heads = config.get("num_hidden_layers"), config.get("num_attention_heads")
+        if layers and heads and not (layer < layers and head < heads):
+            raise ValueError(f"{folder / SENTRAY_MODEL_INFO}: head {info.head!r} is outside the "
+                             f"model, which has layers 0-{layers - 1} and heads 0-{heads - 1}")
+
+
+def _read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"model folder {folder} has no config.json: not a Hugging Face "
+                                "model folder")
+    try:
+        config = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path} is not JSON: {exc}") from exc
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ValueError(f"{path} has no model_type: not a transformers model config")
+    return config
+
+
+def check_safetensors(path: Path) -> None:
+    """A safetensors file holds an 8-byte header length, the JSON header, then the tensors'
+    bytes; the header's largest data offset says how long the file must be."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            raise ValueError(f"{path} is cut short: {size} bytes, not even a header")
+        (length,) = struct.unpack("<Q", prefix)
+        if 8 + length > size:
+            raise ValueError(f"{path} is cut short: its header alone needs {8 + length} bytes, "
+                             f"the file has {size}")
+        try:
+            header = json.loads(handle.read(length))
+        except ValueError as exc:
+            raise ValueError(f"{path}: its header is not JSON (not a safetensors file?)") from exc
+    end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"),
+              default=0)
+    if 8 + length + end > size:
+        raise ValueError(f"{path} is cut short: its header says {8 + length + end} bytes, the "
+                         f"file has {size}")

@@ -1,0 +1,50 @@
+"""The record of what an output depends on (`_settings.json`), so that a rerun never mixes two
+configurations in one output: the corpus jobs' rows (`sentray.corpus.output_claims`) and a
+training run's model (`sentray.contrastive.job`) are compared against it before anything runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from sentray.kit import storage
+
+SETTINGS_FILE = "_settings.json"
+
+
+def settings_digest(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def read_json(location: storage.Location) -> dict | None:
+    try:
+        with location.filesystem.open_input_stream(location.path) as handle:
+            return json.loads(handle.read())
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+
+
+def write_json(location: storage.Location, values: dict) -> None:
+    storage.write_bytes(location, json.dumps(values, indent=1, default=str).encode())
+
+
+def read_settings(folder: storage.Location) -> dict | None:
+    """The settings recorded in `folder`, or None."""
+    record = read_json(folder.join(SETTINGS_FILE))
+    return None if record is None else record.get("settings", {})
+
+
+def write_settings(folder: storage.Location, settings: dict, job: str) -> None:
+    write_json(folder.join(SETTINGS_FILE), {"job": job, "settings": settings})
+
+
+def differences(stored: dict, wanted: dict) -> list[str]:
+    """'key: stored value (stored) != this run's value (this run)' for each key that differs."""
+    keys = sorted(set(stored) | set(wanted))
+    return [f"{key}: {stored.get(key)!r} (stored) != {wanted.get(key)!r} (this run)"
+            for key in keys if stored.get(key) != wanted.get(key)]
+
+
+def mixing_error(where: str, changed: list[str], remedy: str) -> ValueError:
+    return ValueError(f"{where} holds what was made with other settings, and this run would "
+                      "mix them in:\n  " + "\n  ".join(changed) + f"\n{remedy}")

@@ -1,0 +1,70 @@
+"""Output files decoupled from the actors' blocks: a finished source's parts merged into files
+of N rows, named by their row runs, the rows and their counts unchanged, the merged parts gone;
+a compaction stopped half-way leaves nothing counted twice."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sentray.corpus import part_files
+from sentray.corpus.compaction import groups_of, merge_parts
+from sentray.corpus.source_runs import source_runs
+from sentray.corpus.sources import Source
+from sentray.kit import storage
+
+
+def block(first: int, end: int, total: int, copied: int = 0) -> pa.Table:
+    rows = list(range(first, end))
+    return pa.table({"id": [f"s:{r}" for r in rows], "row": rows, "source": ["k"] * len(rows),
+                     "source_rows": [total] * len(rows),
+                     "_copied": [i < copied for i in range(len(rows))]}).replace_schema_metadata(
+        {b"sentray.vectors": b'{"dtype": "int8"}'})
+
+
+def keyed_source(total: int) -> Source:
+    class Keyed(Source):
+        @property
+        def key(self) -> str:
+            return "k"
+
+    return Keyed("s", "s", None, "s", "parquet", num_rows=total)
+
+
+def test_parts_are_merged_into_files_of_n_rows_named_by_their_runs(tmp_path):
+    out = storage.locate(str(tmp_path))
+    for first, end, copied in [(0, 10, 2), (10, 20, 0), (20, 25, 1), (25, 40, 3)]:
+        part_files.write_part(out, "k", block(first, end, 40, copied))
+    runs = source_runs([out], keyed_source(40))
+    groups = groups_of(runs.parts, rows_per_file=20)
+    assert [[(p.first, p.end) for p in g] for g in groups] == [
+        [(0, 10), (10, 20)], [(20, 25), (25, 40)]]
+    for group in groups:
+        merge_parts(group)
+    names = sorted(p.name for p in (tmp_path / "k").iterdir())
+    assert names == [part_files.part_name(0, 20, 40), part_files.part_name(20, 40, 40)]
+    merged = source_runs([out], keyed_source(40))
+    assert merged.complete and merged.done == ((0, 20), (20, 40))
+    table = pq.read_table(tmp_path / "k" / names[0])
+    assert table.column("row").to_pylist() == list(range(20))
+    assert table.schema.metadata[b"sentray.vectors"] == b'{"dtype": "int8"}'
+    assert part_files.read_counts(merged.parts) == {"copied": 6}
+    assert json.loads(pq.read_metadata(tmp_path / "k" / names[1]).metadata[
+        part_files.COUNTS_KEY]) == {"copied": 4}
+
+
+def test_a_compaction_stopped_before_deleting_leaves_its_parts_as_stale(tmp_path):
+    out = storage.locate(str(tmp_path))
+    for first, end in [(0, 10), (10, 20)]:
+        part_files.write_part(out, "k", block(first, end, 20))
+    runs = source_runs([out], keyed_source(20))
+    parts = list(runs.parts)
+    merged = merge_parts(parts)
+    for part in parts:  # as if the task died after writing the merged file
+        part_files.write_part(out, "k", block(part.first, part.end, 20))
+    again = source_runs([out], keyed_source(20))
+    assert again.complete and again.done == ((0, 20),)
+    assert [p.path for p in again.parts] == [merged]
+    assert sorted((p.first, p.end) for p in again.stale) == [(0, 10), (10, 20)]

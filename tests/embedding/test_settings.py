@@ -1,0 +1,149 @@
+"""A rerun never mixes two configurations: every setting a stored vector depends on is recorded,
+and a rerun into the same output that changes any of them stops before Ray starts, naming the
+setting with both values, and touches nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import pytest
+from conftest import make_tiny_bert
+
+from sentray.corpus import output_claims
+from sentray.corpus.sources import CorpusConfig
+from sentray.embedding import vectors
+from sentray.embedding.config import EmbedConfig, VectorConfig
+from sentray.embedding.job import embed_settings, run_embedding
+from sentray.encode.config import EncoderConfig
+from sentray.kit import storage
+from sentray.kit.settings_record import write_settings
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, tiny_model_dir, tokenizer):
+    """The tiny model, a copy with other weights (same files, other bytes) and a copy under
+    another name."""
+    root = tmp_path_factory.mktemp("models")
+    other_weights = root / "weights"
+    shutil.copytree(tiny_model_dir, other_weights)
+    make_tiny_bert(tokenizer.vocab_size, seed=1).save_pretrained(other_weights)
+    renamed = root / "renamed"
+    shutil.copytree(tiny_model_dir, renamed)
+    return {"base": str(tiny_model_dir), "weights": str(other_weights), "renamed": str(renamed)}
+
+
+def base_config(model: str, output: str) -> EmbedConfig:
+    return EmbedConfig(corpus=CorpusConfig(input="unused.txt"), output=output,
+                       encoder=EncoderConfig(model=model, pooling="ditto", head="0-1",
+                                             max_length=12),
+                       vector=VectorConfig(normalize=False, long_text="chunk", max_windows=8))
+
+
+def variants(models) -> dict[str, callable]:
+    """setting -> a change of the config that changes only that setting (and what follows)."""
+    def encoder(**kw):
+        return lambda c: dataclasses.replace(c, encoder=dataclasses.replace(c.encoder, **kw))
+
+    def vector(**kw):
+        return lambda c: dataclasses.replace(c, vector=dataclasses.replace(c.vector, **kw))
+
+    def corpus(**kw):
+        return lambda c: dataclasses.replace(c, corpus=dataclasses.replace(c.corpus, **kw))
+
+    return {
+        "model": encoder(model=models["renamed"]),
+        "model_files": encoder(model=models["weights"]),
+        "pooling": encoder(pooling="last_avg", head=None),
+        "head": encoder(head="1-2"),
+        "max_length": encoder(max_length=16),
+        "precision": encoder(precision="bf16"),
+        "truncate_dim": vector(truncate_dim=16),
+        "normalize": vector(normalize=True),
+        "output_dtype": vector(output_dtype="float16"),
+        "long_text": vector(long_text="truncate"),
+        "chunk_overlap": vector(chunk_overlap=2),
+        "max_windows": vector(max_windows=4),
+        "text_column": corpus(text_column="body"),
+        "id_column": corpus(id_column="key"),
+        "format": corpus(format="text"),
+    }
+
+
+def stored_output(tmp_path, settings: dict) -> storage.Location:
+    """An output folder that holds one part and the settings it was made with."""
+    output = storage.locate(str(tmp_path / "out"))
+    (tmp_path / "out" / "a-123").mkdir(parents=True)
+    (tmp_path / "out" / "a-123" / "part-000000000000-000000000010-of-000000000010.parquet"
+     ).write_bytes(b"PAR1")
+    write_settings(output, settings, "embed")
+    return output
+
+
+def test_every_setting_the_vectors_depend_on_is_recorded(models, tmp_path):
+    settings = embed_settings(base_config(models["base"], str(tmp_path)).resolved(), None)
+    assert set(variants(models)) | {"dimension", "quantization_ranges"} <= set(settings)
+
+
+@pytest.mark.parametrize("key", ["model", "model_files", "pooling", "head", "max_length",
+                                 "precision", "truncate_dim", "normalize", "output_dtype",
+                                 "long_text", "chunk_overlap", "max_windows", "text_column",
+                                 "id_column", "format"])
+def test_a_rerun_that_changes_a_setting_is_refused_naming_it(models, tmp_path, key):
+    base = base_config(models["base"], str(tmp_path / "out")).resolved()
+    stored = embed_settings(base, None)
+    output = stored_output(tmp_path, stored)
+    changed = embed_settings(variants(models)[key](base).resolved(), None)
+    assert changed[key] != stored[key]
+    with pytest.raises(ValueError) as info:
+        output_claims.check_settings([output], changed)
+    message = str(info.value)
+    assert f"{key}: {stored[key]!r} (stored) != {changed[key]!r} (this run)" in message
+    assert "--overwrite" in message
+    output_claims.check_settings([output], stored)  # the same settings: a resume
+
+
+def test_other_quantization_ranges_are_refused(models, tmp_path):
+    import numpy as np
+
+    base = base_config(models["base"], str(tmp_path / "out")).resolved()
+    base = dataclasses.replace(base, vector=dataclasses.replace(base.vector, output_dtype="int8"))
+    ranges = vectors.Ranges(np.zeros(32, np.float32), np.ones(32, np.float32))
+    output = stored_output(tmp_path, embed_settings(base, ranges))
+    other = vectors.Ranges(np.zeros(32, np.float32), np.full(32, 2.0, np.float32))
+    with pytest.raises(ValueError, match="quantization_ranges"):
+        output_claims.check_settings([output], embed_settings(base, other))
+
+
+def test_the_job_refuses_before_ray_starts_and_touches_nothing(models, tmp_path, monkeypatch):
+    import ray
+
+    corpus = tmp_path / "in.txt"
+    corpus.write_text("One sentence.\nTwo sentences.\n")
+    config = dataclasses.replace(base_config(models["base"], str(tmp_path / "out")),
+                                 corpus=CorpusConfig(input=str(corpus)))
+    output = stored_output(tmp_path, embed_settings(config.resolved(), None))
+    before = sorted((p, p.stat().st_mtime_ns) for p in (tmp_path / "out").rglob("*"))
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("Ray started for a run that mixes settings")
+
+    monkeypatch.setattr(ray, "init", must_not_run)
+    changed = variants(models)["pooling"](config)
+    with pytest.raises(ValueError, match="pooling: 'ditto' \\(stored\\) != 'last_avg'"):
+        run_embedding(changed)
+    assert sorted((p, p.stat().st_mtime_ns) for p in (tmp_path / "out").rglob("*")) == before
+    assert output  # the folder is still there, as it was
+
+
+def test_overwrite_deletes_only_the_jobs_files(tmp_path):
+    out = tmp_path / "out"
+    output = stored_output(tmp_path, {"pooling": "x"})
+    (out / "_summary.json").write_text("{}")
+    (out / "_runs").mkdir()
+    (out / "_runs" / "r.json").write_text("{}")
+    (out / "notes.txt").write_text("mine")  # the user's own file
+    (out / "a-123" / "README").write_text("mine too")
+    assert output_claims.remove_job_files([output]) == 4
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "a-123", "a-123/README", "notes.txt"]
