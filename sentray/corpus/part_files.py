@@ -145,19 +145,27 @@ def count_values(parts, column: str) -> dict:
     counted by Arrow, one part at a time: memory per part, not per output."""
     counts: dict = {}
     for part in parts:
-        with part.folder.filesystem.open_input_file(part.path) as handle:
-            values = pq.read_table(handle, columns=[column]).column(column)
+        values = storage.with_retries(lambda part=part: read_column(part, column))
         for entry in pc.value_counts(values).to_pylist():
             counts[entry["values"]] = counts.get(entry["values"], 0) + entry["counts"]
     return counts
+
+
+def read_column(part, column: str) -> pa.ChunkedArray:
+    with part.folder.filesystem.open_input_file(part.path) as handle:
+        return pq.read_table(handle, columns=[column]).column(column)
+
+
+def read_metadata(part) -> dict:
+    with part.folder.filesystem.open_input_file(part.path) as handle:
+        return pq.read_metadata(handle).metadata or {}
 
 
 def read_counts(parts) -> dict[str, int]:
     """The counts of flagged rows (`write_part`) over the given parts."""
     totals: dict[str, int] = {}
     for part in parts:
-        with part.folder.filesystem.open_input_file(part.path) as handle:
-            metadata = pq.read_metadata(handle).metadata or {}
+        metadata = storage.with_retries(lambda part=part: read_metadata(part))
         for name, count in json.loads(metadata.get(COUNTS_KEY, b"{}")).items():
             totals[name] = totals.get(name, 0) + count
     return totals

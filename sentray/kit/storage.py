@@ -12,11 +12,13 @@ import errno
 import os
 import posixpath
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow.fs as pafs
 
+T = TypeVar("T")
 ENDPOINT_ENV = "AWS_ENDPOINT_URL"
 # Object stores throttle (503 SlowDown), fail (500) and drop connections; every S3 request is
 # retried with the AWS SDK's standard strategy (exponential backoff with jitter) up to this many
@@ -89,20 +91,29 @@ def _rebuild_s3(options: dict, attempts: int) -> pafs.S3FileSystem:
                              retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts))
 
 
-def write_bytes(location: Location, data: bytes, *, attempts: int = 4) -> None:
-    """Write a small object whole (a record, a summary), trying again on a storage error: the
-    SDK retries each request, but a multipart upload cut between its requests (a timed-out
-    part, a dropped connection) fails as a whole, and writing the same bytes again is safe."""
+def with_retries(action: Callable[[], T], *, attempts: int = 4) -> T:
+    """`action()`, tried again on a storage error: the SDK retries each request, but a
+    multipart upload cut between its requests fails as a whole, and a response cut mid-body
+    comes back as INTERNAL_FAILURE, which the SDK does not retry. Only for actions that are
+    safe to repeat (writing the same bytes whole, reading)."""
     for attempt in range(attempts):
         try:
-            with location.filesystem.open_output_stream(location.path) as handle:
-                handle.write(data)
-            return
+            return action()
         except OSError as exc:
             if attempt == attempts - 1 or isinstance(exc, (FileNotFoundError, PermissionError)) \
                     or no_space(exc):
                 raise
             time.sleep(0.5 * 2 ** attempt)
+    raise AssertionError("unreachable")
+
+
+def write_bytes(location: Location, data: bytes) -> None:
+    """Write a small object whole (a record, a summary), again if the upload fails."""
+    def write() -> None:
+        with location.filesystem.open_output_stream(location.path) as handle:
+            handle.write(data)
+
+    with_retries(write)
 
 
 def no_space(exc: BaseException) -> bool:

@@ -28,6 +28,8 @@ def bucket(moto_s3):
 def read_ids(moto_s3: str, prefix: str) -> list:
     location = storage.locate(f"s3://flaky/{prefix}", moto_s3)
     dataset = pads.dataset(location.path, filesystem=location.filesystem, format="parquet")
+    if "id" not in dataset.schema.names:  # no part there (every row went to the other folder)
+        return []
     return dataset.to_table(columns=["id"]).column("id").to_pylist()
 
 
@@ -38,9 +40,6 @@ def embed_args(endpoint: str, model_dir) -> list[str]:
 
 
 @pytest.mark.long
-@pytest.mark.xfail(reason="issue 24, open: a response cut mid-body on GetObject comes back from "
-                   "the AWS SDK as INTERNAL_FAILURE, which it does not retry; the job stops "
-                   "naming S3 (rerun completes) instead of riding it out", strict=False)
 @pytest.mark.ray
 def test_jobs_complete_through_throttling_errors_and_cut_connections(ray_cluster, moto_s3,
                                                                       bucket, tiny_model_dir):
