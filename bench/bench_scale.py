@@ -170,6 +170,7 @@ def measure(rows: int, root: Path, sentences: list[str], args) -> dict:
             "before_first_part_seconds": round(timings["first_part_at"] - launched, 1),
             "pipeline_seconds": timings["pipeline"],
             "compaction_seconds": compaction.get("seconds"),
+            "summary_seconds": timings.get("summary"),
             "after_compaction_seconds": round(run["seconds"] - (timings["first_part_at"]
                                                                 - launched)
                                               - (timings["pipeline"] - timings["first_part"])

@@ -4,6 +4,7 @@ bind 127.0.0.1 only and never probe cloud metadata addresses (see README, "Ray o
 from __future__ import annotations
 
 import os
+import urllib.request
 from pathlib import Path
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -205,5 +206,9 @@ def moto_s3(monkeypatch):
     server.start()
     host, port = server.get_host_and_port()
     assert host == "127.0.0.1" and port > 0
+    # moto keeps its buckets in the process, across servers: a test that starts a new one would
+    # see the buckets (and a finished output) of the test before. Each test starts empty.
+    reset = f"http://127.0.0.1:{port}/moto-api/reset"
+    urllib.request.urlopen(urllib.request.Request(reset, method="POST"), timeout=10).close()
     yield f"http://127.0.0.1:{port}"
     server.stop()

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import pyarrow.parquet as pq
 
-from sentray.corpus.part_files import COUNTS_KEY, part_name, read_counts
+from sentray.corpus.part_files import COUNTED_COLUMNS, COUNTS_KEY, part_name, read_counts
 from sentray.corpus.source_runs import Part, remove_parts, source_runs
 from sentray.corpus.sources import Source
 from sentray.kit import storage
@@ -58,7 +58,8 @@ def merge_parts(parts: list[Part]) -> str:
             if writer is None:
                 writer = pq.ParquetWriter(out, table.schema)
             writer.write_table(table)
-        writer.add_key_value_metadata({COUNTS_KEY: json.dumps(read_counts(parts))})
+        counted = [name for name in COUNTED_COLUMNS if name in writer.schema.names]
+        writer.add_key_value_metadata({COUNTS_KEY: json.dumps(read_counts(parts, counted))})
         writer.close()
     if temporary != final:
         folder.filesystem.move(temporary, final)

@@ -32,6 +32,11 @@ from sentray.kit import storage
 logger = logging.getLogger(__name__)
 
 COUNTS_KEY = b"sentray.counts"  # a part's counts of flagged rows, in its Parquet metadata
+# Columns whose value counts each part also keeps in its metadata, so that a job's summary reads
+# only the parts' footers: embed's `status`, augment's `backbone_source` and `reject_reason`.
+COUNTED_COLUMNS = ("status", "backbone_source", "reject_reason")
+# Footers read at once by `read_counts` (S3: a HEAD and a ranged GET each: latency, not bytes).
+READ_THREADS = 16
 PART_NAME = re.compile(r"^part-(\d+)-(\d+)-of-(\d+)(?:-rows-(\d+))?\.parquet$")
 # Columns every table handed to the sink carries: its source key, row and the source's rows.
 ACCOUNTING_COLUMNS = ("source", "row", "source_rows")
@@ -52,7 +57,8 @@ def write_part(folder: storage.Location, source_key: str, table: pa.Table,
     """Write rows of one source that fall in the run [first, end) of its rows (default: the
     table is the whole run); `source_rows` is dropped, and so is every column named `_x`
     (a per-row flag of the actor's), whose sum goes into the file's metadata as count `x`
-    (`read_counts`). The table's own schema metadata is kept."""
+    (`read_counts`), next to the value counts of its COUNTED_COLUMNS. The table's own schema
+    metadata is kept."""
     rows = table.column("row")
     first, end = run or (rows[0].as_py(), rows[-1].as_py() + 1)
     total = table.column("source_rows")[0].as_py()
@@ -61,7 +67,10 @@ def write_part(folder: storage.Location, source_key: str, table: pa.Table,
     final = posixpath.join(target.path, part_name(first, end, total, table.num_rows))
     folder.filesystem.create_dir(target.path, recursive=True)
     flags = [name for name in table.column_names if name.startswith("_")]
-    counts = {name[1:]: int(pc.sum(table.column(name)).as_py() or 0) for name in flags}
+    counts: dict = {name[1:]: int(pc.sum(table.column(name)).as_py() or 0) for name in flags}
+    for name in COUNTED_COLUMNS:
+        if name in table.column_names:
+            counts[name] = value_counts(table.column(name))
     table = table.drop_columns(["source_rows", *flags])
     if counts:
         metadata = dict(table.schema.metadata or {})
@@ -140,14 +149,11 @@ def write_empty_source(folder: storage.Location, source: Source, schema: pa.Sche
                    filesystem=folder.filesystem)
 
 
-def count_values(parts, column: str) -> dict:
-    """{value: rows holding it} of one column over the given parts (`source_runs.Part`s),
-    counted by Arrow, one part at a time: memory per part, not per output."""
-    counts: dict = {}
-    for part in parts:
-        values = storage.with_retries(lambda part=part: read_column(part, column))
-        for entry in pc.value_counts(values).to_pylist():
-            counts[entry["values"]] = counts.get(entry["values"], 0) + entry["counts"]
+def value_counts(values: pa.ChunkedArray | pa.Array) -> dict[str, int]:
+    """{value: rows holding it} of a string column without nulls."""
+    counts = {entry["values"]: entry["counts"] for entry in pc.value_counts(values).to_pylist()}
+    if None in counts:
+        raise ValueError("a counted column holds nulls")
     return counts
 
 
@@ -161,11 +167,38 @@ def read_metadata(part) -> dict:
         return pq.read_metadata(handle).metadata or {}
 
 
-def read_counts(parts) -> dict[str, int]:
-    """The counts of flagged rows (`write_part`) over the given parts."""
-    totals: dict[str, int] = {}
-    for part in parts:
-        metadata = storage.with_retries(lambda part=part: read_metadata(part))
-        for name, count in json.loads(metadata.get(COUNTS_KEY, b"{}")).items():
-            totals[name] = totals.get(name, 0) + count
+def part_counts(part, columns: Sequence[str] = ()) -> dict:
+    """One part's counts (`write_part`), from its footer; the value counts of `columns` too,
+    read from the column itself for a part whose footer lacks them (written before they were
+    kept there)."""
+    metadata = storage.with_retries(lambda: read_metadata(part))
+    counts = json.loads(metadata.get(COUNTS_KEY, b"{}"))
+    for column in columns:
+        if column not in counts:
+            values = storage.with_retries(lambda column=column: read_column(part, column))
+            counts[column] = value_counts(values)
+    return counts
+
+
+def read_counts(parts, columns: Sequence[str] = ()) -> dict:
+    """The counts over the given parts (`source_runs.Part`s): summed flags, `{column: {value:
+    rows}}` for `columns`. Footers only, READ_THREADS at a time: memory per footer, not per
+    row, and on S3 time per part / READ_THREADS."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    totals: dict = {column: {} for column in columns}
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        for counts in pool.map(lambda part: part_counts(part, columns), parts):
+            merge_counts(totals, counts)
     return totals
+
+
+def merge_counts(totals: dict, counts: dict) -> None:
+    """Add `counts` into `totals`: numbers summed, value counts summed per value."""
+    for name, count in counts.items():
+        if isinstance(count, dict):
+            merged = totals.setdefault(name, {})
+            for value, rows in count.items():
+                merged[value] = merged.get(value, 0) + rows
+        else:
+            totals[name] = totals.get(name, 0) + count

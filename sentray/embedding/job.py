@@ -82,10 +82,11 @@ def summarize(output: storage.Location, sources: list[Source]) -> dict:
             incomplete.append(source.uri)
             continue
         rows_in += runs.total
-        for status, count in part_files.count_values(runs.parts, "status").items():
+        totals = part_files.read_counts(runs.parts, columns=("status",))
+        for status, count in totals["status"].items():
             counts[status] = counts.get(status, 0) + count
             rows_out += count
-        copied += part_files.read_counts(runs.parts).get("copied", 0)
+        copied += totals.get("copied", 0)
     return {"sources": len(sources), "incomplete_sources": incomplete, "rows_in": rows_in,
             "rows_out": rows_out, "status": counts, "rows_not_encoded": copied}
 

@@ -56,12 +56,12 @@ def summarize(output: storage.Location, rejects: storage.Location,
             incomplete.append(source.uri)
             continue
         rows_in += runs.total
-        for value, count in part_files.count_values(parts_in(runs, output),
-                                                    "backbone_source").items():
+        kept = part_files.read_counts(parts_in(runs, output), columns=("backbone_source",))
+        for value, count in kept["backbone_source"].items():
             backbones[value] = backbones.get(value, 0) + count
             rows_out += count
-        for reason, count in part_files.count_values(parts_in(runs, rejects),
-                                                     "reject_reason").items():
+        dropped = part_files.read_counts(parts_in(runs, rejects), columns=("reject_reason",))
+        for reason, count in dropped["reject_reason"].items():
             rejected[reason] = rejected.get(reason, 0) + count
     return {"sources": len(sources), "incomplete_sources": incomplete, "rows_in": rows_in,
             "rows_out": rows_out, "rows_rejected": sum(rejected.values()),

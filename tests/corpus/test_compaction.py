@@ -68,3 +68,37 @@ def test_a_compaction_stopped_before_deleting_leaves_its_parts_as_stale(tmp_path
     assert again.complete and again.done == ((0, 20),)
     assert [p.path for p in again.parts] == [merged]
     assert sorted((p.first, p.end) for p in again.stale) == [(0, 10), (10, 20)]
+
+
+def with_status(table: pa.Table, statuses: list[str]) -> pa.Table:
+    return table.append_column("status", pa.array(statuses))
+
+
+def test_a_summary_reads_value_counts_from_footers_and_counts_older_parts_itself(tmp_path,
+                                                                                 monkeypatch):
+    """A part keeps the value counts of its counted columns in its footer, so a summary reads
+    footers only; a part written before they were kept there is counted from its column, and
+    compacting a mix keeps every count."""
+    out = storage.locate(str(tmp_path))
+    part_files.write_part(out, "k", with_status(block(0, 4, 8, copied=1),
+                                                ["ok", "ok", "truncated", "ok"]))
+    old = with_status(block(4, 8, 8), ["ok", "empty", "empty", "ok"]).drop_columns(["_copied"])
+    monkeypatch.setattr(part_files, "COUNTED_COLUMNS", ())  # as older sentray wrote it
+    part_files.write_part(out, "k", old)
+    monkeypatch.undo()
+    parts = source_runs([out], keyed_source(8)).parts
+    assert json.loads(pq.read_metadata(parts[0].path).metadata[part_files.COUNTS_KEY]) == {
+        "copied": 1, "status": {"ok": 3, "truncated": 1}}
+    expected = {"copied": 1, "status": {"ok": 5, "truncated": 1, "empty": 2}}
+    assert part_files.read_counts(parts, columns=("status",)) == expected
+    read = []
+    monkeypatch.setattr(part_files, "read_column",
+                        lambda part, column: read.append(part.first) or pq.read_table(
+                            part.path, columns=[column]).column(column))
+    part_files.read_counts(parts, columns=("status",))
+    assert read == [4]  # only the older part's column was read
+    merge_parts(parts)
+    merged = source_runs([out], keyed_source(8)).parts
+    read.clear()
+    assert part_files.read_counts(merged, columns=("status",)) == expected
+    assert read == []

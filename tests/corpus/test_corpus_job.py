@@ -90,10 +90,18 @@ class TagWithProcess:
 
 
 @pytest.mark.ray
-def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path):
+def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path, monkeypatch):
     """The bundled 1,000-line sample with two actors: both embed rows (in one block of 1,024
-    rows, one actor did all the work), every row once; the timings add up."""
+    rows, one actor did all the work), every row once; the timings add up. The write tasks ask
+    for no CPU (else Ray Data, which reserves CPUs for upstream operators first, starts none
+    until every row is read: bench/bench_scale.py at 10M rows), and run at most one per actor."""
+    import ray.data
     from ray import cloudpickle
+
+    write = ray.data.Dataset.write_datasink
+    asked: list = []
+    monkeypatch.setattr(ray.data.Dataset, "write_datasink", lambda self, sink, **kwargs: (
+        asked.append(kwargs), write(self, sink, **kwargs))[1])
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not on workers' path
     sources = [text_source(tmp_path / "sample.txt", [f"line {i}" for i in range(1000)])]
@@ -109,6 +117,7 @@ def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path):
     assert len(handled) == 2, handled
     assert timings["rows_per_block"] == 250
     assert 0 <= timings["first_part"] <= timings["pipeline"], timings
+    assert asked == [{"ray_remote_args": {"num_cpus": 0}, "concurrency": 2}]
 
 
 @pytest.mark.parametrize(("processes", "each", "expected"), [(2, 1.0, 4), (1, 0.5, 3), (3, 1.5, 7)])
@@ -122,3 +131,32 @@ def test_a_local_cluster_gets_its_pool_plus_two_spare_cpus(processes, each, expe
     pool = ActorPoolConfig(actors=processes, cpus_per_actor=each)
     assert pool.local_cluster_cpus == expected
     assert ActorPoolConfig(actors=processes, cpus_per_actor=each, num_cpus=9).local_cluster_cpus == 9
+
+
+def test_a_caught_job_error_no_longer_holds_what_the_job_held():
+    """A failed Ray Data run frees its actor pool only when the dataset's last reference goes;
+    the frames of the error a caller keeps must not be that reference (release_frames)."""
+    import gc
+    import traceback
+    import weakref
+
+    class Pool:  # stands in for the dataset and its actors
+        pass
+
+    def run():
+        pool = Pool()  # noqa: F841 (held by this frame, as run_actor_pool holds its dataset)
+        held.append(weakref.ref(pool))
+        raise OSError("AWS Error SLOW_DOWN during PutObject")
+
+    held: list = []
+    try:
+        try:
+            run()
+        except OSError as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as caught:
+        kept = caught  # the caller keeps the error
+        corpus_job.release_frames(kept)
+    gc.collect()
+    assert held[0]() is None
+    assert "in run" in "".join(traceback.format_exception(kept))  # the text is kept

@@ -63,9 +63,6 @@ def test_jobs_complete_through_throttling_errors_and_cut_connections(ray_cluster
 
 
 @pytest.mark.long
-@pytest.mark.xfail(reason="issue 24, open: with every part upload throttled and a budget of 2 "
-                   "attempts the job still completes: something retries the part writes past "
-                   "$SENTRAY_S3_MAX_ATTEMPTS (not yet found)", strict=False)
 @pytest.mark.ray
 def test_past_the_retry_budget_the_job_names_s3_and_a_rerun_completes(
         ray_cluster, moto_s3, bucket, tiny_model_dir, monkeypatch, exit_message):
@@ -76,8 +73,16 @@ def test_past_the_retry_budget_the_job_names_s3_and_a_rerun_completes(
     try:
         with pytest.raises(SystemExit) as info:
             load_job("embed").main(embed_args(proxy.endpoint, tiny_model_dir))
+        with pytest.raises(SystemExit) as augment_info:
+            load_job("augment").main([
+                "--input", "s3://flaky/in/", "--output", "s3://flaky/aug/", "--s3-endpoint",
+                proxy.endpoint, "--actors", "2", "--rows-per-batch", "50", "--keep-short"])
     finally:
         proxy.close()
+    augment_message = exit_message(augment_info)
+    assert "S3 failed while the job wrote to s3://flaky/aug/" in augment_message
+    assert "part-" in augment_message and "SLOW_DOWN" in augment_message
+    assert read_ids(moto_s3, "aug/") == read_ids(moto_s3, "aug-rejects/") == []
     message = exit_message(info)
     assert "S3 failed while the job wrote to s3://flaky/out/" in message
     assert "part-" in message and "SLOW_DOWN" in message  # the object, and what S3 said
