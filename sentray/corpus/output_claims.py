@@ -70,8 +70,9 @@ def check_settings(folders: Sequence[storage.Location], settings: dict) -> None:
 
 def remove_job_files(folders: Sequence[storage.Location]) -> int:
     """--overwrite: delete what a corpus job writes in `folders` (part files, the files in
-    JOB_FILES, run claims), and folders left empty by that; nothing else. Returns the files
-    deleted."""
+    JOB_FILES), and folders left empty by that; nothing else. The run claims are kept: the
+    overwriting run deletes under its own claim, which must stay for others to see (a dead
+    run's claim is reported and taken over as in any run). Returns the files deleted."""
     deleted = 0
     for folder in folders:
         try:
@@ -82,8 +83,7 @@ def remove_job_files(folders: Sequence[storage.Location]) -> int:
         for info in infos:
             name, parent = posixpath.basename(info.path), posixpath.dirname(info.path)
             ours = (part_files.PART_NAME.match(name) or name.startswith(".tmp-")
-                    or (parent == folder.path and name in JOB_FILES)
-                    or posixpath.basename(parent) == RUNS_FOLDER)
+                    or (parent == folder.path and name in JOB_FILES))
             if info.type == pafs.FileType.File and ours:
                 folder.filesystem.delete_file(info.path)
                 deleted += 1

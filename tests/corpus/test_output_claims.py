@@ -78,3 +78,20 @@ def test_a_claim_is_refreshed_while_the_run_lasts(tmp_path, monkeypatch):
         time.sleep(0.3)
         later = json.loads((tmp_path / "_runs" / f"{claim.run}.json").read_text())["heartbeat"]
     assert later > first
+
+
+def test_overwrite_deletes_the_jobs_files_under_a_claim_that_stays(tmp_path, caplog):
+    """--overwrite deletes under the run's own claim: the claim must survive it (else the run
+    goes on unseen by others, every refresh failing), and so must other runs' claims."""
+    (tmp_path / "_summary.json").write_text("{}")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "part-000000000000-000000000002-of-000000000002.parquet").write_text("")
+    foreign_claim(tmp_path, {"pooling": "mean"}, run="20260101-000000-same")
+    out = storage.locate(str(tmp_path))
+    with caplog.at_level(logging.WARNING), RunClaim(out, {"pooling": "mean"}) as claim:
+        assert output_claims.remove_job_files([out]) == 2
+        assert storage.exists(claim.location)
+        claim._beat()  # what the keep-alive thread does every HEARTBEAT_S
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_runs"]
+    assert [p.name for p in (tmp_path / "_runs").iterdir()] == ["20260101-000000-same.json"]
+    assert "could not refresh" not in caplog.text
