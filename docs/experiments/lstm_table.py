@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs/experiments/ is no package
+from generated_block import block, replace_block  # noqa: E402
 
 from sentray.evaluation.sts import mean_std_table
 
@@ -59,9 +63,7 @@ def tables(folder: Path) -> str:
 
 def generated_tables(document: str) -> str:
     """The tables a document holds between BEGIN and END ('' without them)."""
-    if BEGIN not in document:
-        return ""
-    return document.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+    return block(document, BEGIN, END)
 
 
 def main() -> None:
@@ -74,12 +76,11 @@ def main() -> None:
     if not generated:
         raise SystemExit(f"no */metrics.json under {args.records}")
     if args.write_doc:
-        document = args.write_doc.read_text()
-        if BEGIN not in document or END not in document:
-            raise SystemExit(f"{args.write_doc} has no generated SST-2 tables: add the lines "
-                             f"{BEGIN!r} and {END!r} where they go")
-        head, rest = document.split(BEGIN, 1)
-        args.write_doc.write_text(f"{head}{BEGIN}\n{generated}\n{END}{rest.split(END, 1)[1]}")
+        try:
+            args.write_doc.write_text(replace_block(args.write_doc.read_text(), BEGIN, END,
+                                                    generated))
+        except ValueError as exc:
+            raise SystemExit(f"{args.write_doc}: {exc}") from exc
     print(generated)
 
 

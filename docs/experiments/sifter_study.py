@@ -55,6 +55,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs/experiments/ is no package
+from generated_block import block, replace_block  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "docs" / "experiments" / "runs"  # committed: every table row's evidence
 READOUTS = {"own": [], "cls": ["--pooling", "cls_before_pooler", "--mlp"]}
@@ -392,18 +395,12 @@ def tables(args) -> str:
 
 def generated_tables(document: str) -> str:
     """The tables a document holds between BEGIN and END ('' without them)."""
-    if BEGIN not in document:
-        return ""
-    return document.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+    return block(document, BEGIN, END)
 
 
 def with_tables(document: str, generated: str) -> str:
     """`document` with its generated tables replaced by `generated`."""
-    if BEGIN not in document or END not in document:
-        raise ValueError(f"the document has no generated tables: add the lines {BEGIN!r} and "
-                         f"{END!r} where they go")
-    head, rest = document.split(BEGIN, 1)
-    return f"{head}{BEGIN}\n{generated}\n{END}{rest.split(END, 1)[1]}"
+    return replace_block(document, BEGIN, END, generated)
 
 
 def collect(args) -> None:

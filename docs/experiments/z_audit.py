@@ -25,9 +25,13 @@ import argparse
 import json
 import random
 import re
+import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs/experiments/ is no package
+from generated_block import replace_block  # noqa: E402
 
 from sentray.sifter.corpus_filter import filter_reasons
 from sentray.sifter.parsers import ParseCache, load_spacy, spacy_load_redirect
@@ -300,12 +304,11 @@ def main() -> None:
     if args.table:
         generated = markdown(json.loads(args.out.read_text()))
         if args.write_doc:
-            document = args.write_doc.read_text()
-            if BEGIN not in document or END not in document:
-                raise SystemExit(f"{args.write_doc} has no generated audit: add {BEGIN!r} and "
-                                 f"{END!r} where it goes")
-            head, rest = document.split(BEGIN, 1)
-            args.write_doc.write_text(f"{head}{BEGIN}\n{generated}\n{END}{rest.split(END, 1)[1]}")
+            try:
+                args.write_doc.write_text(replace_block(args.write_doc.read_text(), BEGIN, END,
+                                                        generated))
+            except ValueError as exc:
+                raise SystemExit(f"{args.write_doc}: {exc}") from exc
         print(generated)
         return
     if len(args.check_rule) != len(args.check_against):

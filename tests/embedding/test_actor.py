@@ -101,13 +101,14 @@ def test_identical_texts_are_encoded_once_and_counted(encoder_config):
     actor = EmbedBatch(encoder_config, VectorConfig(normalize=True))
     first = actor(records([SHORT, LONG, SHORT, "", None, SHORT]))
     vectors = embeddings(first)
+    # twins are copied from the first one's vector, not encoded again: the same bits anywhere
     assert np.array_equal(vectors[0], vectors[2]) and np.array_equal(vectors[0], vectors[5])
     assert first.column("_copied").to_pylist() == [False, False, True, False, False, True]
     assert first.column("status").to_pylist() == ["ok", "truncated", "ok", "empty", "null", "ok"]
     # a later block on the same actor: its texts seen before are copied from the cache
     second = actor(records([LONG, "Something new."]))
     assert second.column("_copied").to_pylist() == [True, False]
-    assert np.array_equal(embeddings(second)[0], vectors[1])
+    assert np.array_equal(embeddings(second)[0], vectors[1])  # copied from the cache
     # without dedupe every row is encoded, to the same vectors up to batch rounding
     plain = EmbedBatch(encoder_config, dataclasses.replace(actor.vector, dedupe=False))
     again = plain(records([SHORT, LONG, SHORT, "", None, SHORT]))
