@@ -73,6 +73,18 @@ def test_pairs_are_made_at_each_objectives_dev_chosen_lr(study, tmp_path):
         "**Z by Penn tags − Z by UD tags, lr 1e-05, seed 1 (one seed)**"]
 
 
+def test_lrs_given_to_a_rerun_are_not_called_chosen(study, tmp_path):
+    # a rerun of the main pair at the lrs the first study chose (--chosen-lrs) holds one lr per
+    # objective: nothing was chosen on these records, and the tables must not say it was
+    write_run(study, tmp_path, "sifter", 1, 1e-5, 70.0, dev=85.0)
+    write_run(study, tmp_path, "simcse", 1, 3e-5, 71.0, dev=85.5)
+    table = study.tables(argparse.Namespace(records=str(tmp_path), readouts=["cls"]))
+    assert "chosen on STS-B dev" not in table
+    assert "dev-chosen" not in table
+    assert ("**SIFTER − SimCSE, same steps, SIFTER at lr 1e-05, SimCSE at 3e-05 (given, not "
+            "chosen on these records), one seed** | 1 | -1.00 | -1.00 |") in table
+
+
 def test_docs_tables_are_the_committed_records(study):
     """docs/results.md's generated study tables are exactly what `--table` makes of the records
     committed in docs/experiments/runs/ (none yet: then the block is there and empty, and the

@@ -273,8 +273,10 @@ def pair_rows(runs: list[dict], tasks: list[str]) -> list[str]:
     rows = []
     by_key = {(r["run"].objective, r["run"].tag, r["run"].lr, r["run"].seed): r for r in runs}
     chosen = {o: dev_choice(runs, o) for o in ("sifter", "simcse")}
-    grid = {k[2] for k in by_key if not k[1]}  # the lrs of plain runs
-    if None not in chosen.values() and len(grid) > 1:
+    # a choice was made when some objective's seed-1 plain runs span more than one lr; else
+    # the lrs were given (`--chosen-lrs`: a rerun of some rows) and are labelled as given
+    chose = any(len(selection_scores(runs, o)) > 1 for o in chosen)
+    if None not in chosen.values() and chose:
         choices = [(o.replace("sifter", "SIFTER").replace("simcse", "SimCSE"), o, "")
                    for o in chosen] + [
             (f"SimCSE at dropout {tag.removeprefix('dropout')}", "simcse", tag)
@@ -289,9 +291,10 @@ def pair_rows(runs: list[dict], tasks: list[str]) -> list[str]:
         rows.append(f"| *lr chosen on STS-B dev of the seed-1 runs: {said}*"
                     " | | " + " | " * len(tasks) + " | |")
         first = "each at its dev-chosen lr"
-    else:  # one lr: nothing was chosen
-        first = f"lr {chosen['sifter']:g} / {chosen['simcse']:g}" if chosen["sifter"] != \
-            chosen["simcse"] else f"both at lr {chosen['sifter']:g}"
+    else:  # one lr each: nothing was chosen on these records
+        first = (f"SIFTER at lr {chosen['sifter']:g}, SimCSE at {chosen['simcse']:g} (given, not "
+                 "chosen on these records)") if chosen["sifter"] != chosen["simcse"] \
+            else f"both at lr {chosen['sifter']:g}"
     settings = [(first, chosen["sifter"], chosen["simcse"])]
     settings += [(f"both at lr {lr:g}", lr, lr) for lr in sorted({k[2] for k in by_key})
                  if (lr, lr) != (chosen["sifter"], chosen["simcse"])]

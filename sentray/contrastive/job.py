@@ -46,9 +46,11 @@ def run_training(config: TrainConfig) -> dict:
     schedule = _log_plan(config, plan)
     coverage = input_backbone_coverage(config)
     if coverage is not None:
+        sampled = (f" (a seeded sample of {coverage['rows']:,} of the {coverage['input_rows']:,}"
+                   " input rows)" if coverage["rows"] < coverage["input_rows"] else "")
         logger.info("Y keeps its whole backbone at max_length %d in %.2f%% of the %d rows with "
-                    "one", config.max_length, 100 * coverage["backbone_whole_share"],
-                    coverage["rows_with_backbone"])
+                    "one%s", config.max_length, 100 * coverage["backbone_whole_share"],
+                    coverage["rows_with_backbone"], sampled)
     output = storage.locate(config.output, config.s3_endpoint)
     run_folder = output.join(config.name)
     _claim_run_folder(config, output, run_folder)

@@ -17,8 +17,10 @@ import logging
 import math
 import os
 import socket
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from sentray.kit.ray_quiet import private_hook, quiet_ray
 
@@ -66,9 +68,28 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
         ray_constants.ENABLE_RAY_CLUSTER = False
     logger.info("starting a local Ray cluster on %s (num_cpus=%s, num_gpus=%s)", LOOPBACK,
                 num_cpus, num_gpus)
-    with _agent_on_any_port():
-        ray.init(address="local", _node_ip_address=LOOPBACK, include_dashboard=False,
-                 num_cpus=num_cpus, num_gpus=num_gpus, configure_logging=False)
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        begun = time.time()
+        try:
+            with _agent_on_any_port():
+                ray.init(address="local", _node_ip_address=LOOPBACK, include_dashboard=False,
+                         num_cpus=num_cpus, num_gpus=num_gpus, configure_logging=False)
+            break
+        except Exception as exc:
+            if STARTUP_TIMEOUT not in str(exc):
+                raise
+            session, cause = _failed_session(begun)
+            _stop_session_processes(session)
+            if attempt == LOCAL_START_ATTEMPTS:
+                raise RuntimeError(
+                    f"could not start a local Ray cluster ({LOCAL_START_ATTEMPTS} tries): "
+                    f"{cause or exc}. Ray gives its node's agents fixed times to start (15-30 s; "
+                    "ray-project/ray#65983) and on a machine this busy they did not. Start the "
+                    "job again when the machine is less busy, or start Ray once beside it "
+                    f"(`ray start --head --node-ip-address {LOOPBACK}`) and pass --address "
+                    f"{LOOPBACK}:6379") from exc
+            logger.warning("the local Ray cluster did not start (%s); trying again",
+                           cause or exc)
     node_address = ray.util.get_node_ip_address()
     if node_address != LOOPBACK:  # never run on a cluster the network can reach
         ray.shutdown()
@@ -76,6 +97,45 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
                            "set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 before starting the job")
     quiet_ray()
     return True
+
+
+# Ray's words when a starting node does not register in time (its raylet gave up on an agent)
+STARTUP_TIMEOUT = "timed out during startup"
+LOCAL_START_ATTEMPTS = 2
+
+
+def _failed_session(begun: float) -> tuple[Path | None, str | None]:
+    """The Ray session folder a failed local start made (the newest made since `begun`) and the
+    raylet's own reason, which Ray's exception leaves out ('Check failed: ... Timed out waiting
+    for file .../metrics_agent_port_...')."""
+    root = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray"
+    sessions = [f for f in root.glob("session_2*") if f.is_dir() and f.stat().st_mtime >= begun - 1]
+    if not sessions:
+        return None, None
+    session = max(sessions, key=lambda f: f.stat().st_mtime)
+    log = session / "logs" / "raylet.out"
+    lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    failed = [line for line in lines if "Check failed" in line]
+    if not failed:
+        return session, None
+    reason = failed[-1].split("Check failed:", 1)[1].strip()
+    reason = reason.split("has_value() ", 1)[-1]  # Ray's assertion text, then its message
+    return session, f"Ray's raylet: {reason}"
+
+
+def _stop_session_processes(session: Path | None) -> None:
+    """End what a failed start left running (its GCS, agents): they name the session folder
+    on their command lines, and would otherwise hold ports and memory for the job's life."""
+    if session is None:
+        return
+    import psutil
+
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(session) in part for part in process.info["cmdline"] or ()):
+                process.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ to the same result, reruns resume, exports load)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -16,6 +17,7 @@ import torch
 from conftest import make_tiny_bert
 from safetensors.torch import load_file
 
+from sentray.contrastive import input_data
 from sentray.contrastive.config import TrainConfig
 from sentray.contrastive.epoch_order import EpochOrder
 from sentray.contrastive.input_data import epoch_datasets, inspect_input
@@ -154,6 +156,28 @@ def test_input_plan_counts_steps_and_the_rows_past_the_last_batch(tmp_path):
         100, 6, 18, 4)
     assert inspect_input(TrainConfig(input=folder, batch_size=16, epochs=3,
                                      max_steps=7)).total_steps == 7
+
+
+def test_backbone_coverage_samples_a_large_input_the_same_way_each_run(tmp_path, monkeypatch,
+                                                                        tiny_model_dir):
+    """Past COVERAGE_ROWS rows the driver tokenizes a seeded sample, not the whole input: the
+    figure says so (rows < input_rows) and is the same on every run."""
+    folder = str(write_views(tmp_path / "views", 100))
+    config = TrainConfig(input=folder, model=str(tiny_model_dir), max_length=32)
+    whole = input_data.input_backbone_coverage(config)
+    assert (whole["rows"], whole["input_rows"]) == (100, 100)
+    monkeypatch.setattr(input_data, "COVERAGE_ROWS", 40)
+    looked = []
+    real = input_data.backbone_coverage
+    monkeypatch.setattr(input_data, "backbone_coverage",
+                        lambda tok, xs, ys, n: looked.append(xs) or real(tok, xs, ys, n))
+    sampled = [input_data.input_backbone_coverage(config) for _ in range(2)]
+    assert sampled[0] == sampled[1] and (sampled[0]["rows"], sampled[0]["input_rows"]) == (40, 100)
+    texts = [t for t in SAMPLE.read_text().splitlines() if t.strip()][:100]
+    assert looked[0] == looked[1] and len(looked[0]) == 40 and looked[0] != texts[:40]
+    assert looked[0] == [t for t in texts if t in set(looked[0])]  # in input order
+    assert input_data.input_backbone_coverage(
+        dataclasses.replace(config, objective="simcse")) is None
 
 
 # -- data and model pieces ----------------------------------------------------------------------
@@ -361,7 +385,8 @@ def test_two_worker_run_learns_stays_in_sync_and_exports(clean_run, tokenizer):
     assert summary["best_stsb_dev"] == max(r["stsb_dev"] for r in history)
     # every Y of write_views has a 3-word backbone, short enough to stay whole
     assert summary["backbone_coverage"] == {"rows": 192, "rows_with_backbone": 192,
-                                            "backbone_whole": 192, "backbone_whole_share": 1.0}
+                                            "backbone_whole": 192, "backbone_whole_share": 1.0,
+                                            "input_rows": 192}
     assert all(r["backbone_whole_share"] == 1.0 for r in history)
     assert summary["schedule"] == {"warmup_steps": 0, "decay_to_zero_at_step": 12,
                                    "max_grad_norm": 1.0}
