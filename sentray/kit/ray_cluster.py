@@ -16,6 +16,7 @@ import inspect
 import logging
 import math
 import os
+import signal
 import socket
 import tempfile
 import threading
@@ -105,11 +106,13 @@ LOCAL_START_ATTEMPTS = 2
 
 
 def _failed_session(begun: float) -> tuple[Path | None, str | None]:
-    """The Ray session folder a failed local start made (the newest made since `begun`) and the
-    raylet's own reason, which Ray's exception leaves out ('Check failed: ... Timed out waiting
-    for file .../metrics_agent_port_...')."""
+    """The Ray session folder this process's failed local start made (Ray names it after the
+    starting process's pid; the newest since `begun`, never another job's) and the raylet's own
+    reason, which Ray's exception leaves out ('Check failed: ... Timed out waiting for file
+    .../metrics_agent_port_...')."""
     root = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray"
-    sessions = [f for f in root.glob("session_2*") if f.is_dir() and f.stat().st_mtime >= begun - 1]
+    sessions = [f for f in root.glob(f"session_2*_{os.getpid()}")
+                if f.is_dir() and f.stat().st_mtime >= begun - 1]
     if not sessions:
         return None, None
     session = max(sessions, key=lambda f: f.stat().st_mtime)
@@ -125,17 +128,16 @@ def _failed_session(begun: float) -> tuple[Path | None, str | None]:
 
 def _stop_session_processes(session: Path | None) -> None:
     """End what a failed start left running (its GCS, agents): they name the session folder
-    on their command lines, and would otherwise hold ports and memory for the job's life."""
+    on their command lines, and would otherwise hold ports and memory for the job's life.
+    Linux (/proc) only; elsewhere they stay until the job ends."""
     if session is None:
         return
-    import psutil
-
-    for process in psutil.process_iter(["cmdline"]):
+    for entry in Path("/proc").glob("[0-9]*"):
         try:
-            if any(str(session) in part for part in process.info["cmdline"] or ()):
-                process.kill()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
+            if str(session).encode() in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not ours to read
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ and ends what the failed start left running. Ray itself is stood in for (no clus
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -38,7 +39,8 @@ def failing_ray(tmp_path, monkeypatch):
         state["calls"] += 1
         if state["calls"] > state["fails"]:
             return None
-        session = tmp_path / "ray" / f"session_2026-12-01_18-08-{state['calls']:02d}_000000_1"
+        session = (tmp_path / "ray"
+                   / f"session_2026-12-01_18-08-{state['calls']:02d}_000000_{os.getpid()}")
         (session / "logs").mkdir(parents=True)
         (session / "logs" / "raylet.out").write_text(
             "starting\n" + RAYLET_FATAL.format(session=session) + "\n*** StackTrace ***\n")
@@ -52,14 +54,23 @@ def failing_ray(tmp_path, monkeypatch):
         process.kill()
 
 
-def test_a_local_start_that_times_out_is_tried_again(failing_ray, caplog):
+def test_a_local_start_that_times_out_is_tried_again(failing_ray, caplog, tmp_path):
     failing_ray["fails"] = 1
+    # another job's cluster, started beside this one (its folder named after its own pid):
+    # never taken for this start's, never stopped
+    other = tmp_path / "ray" / "session_2026-12-01_18-09-00_000000_1"
+    (other / "logs").mkdir(parents=True)
+    os.utime(other, (time.time() + 60, time.time() + 60))  # the newest folder of all
+    neighbour = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                  f"--log_dir={other}/logs"])
+    failing_ray["leftovers"].append(neighbour)
     assert ray_cluster.init_ray(num_cpus=3) is True
     assert failing_ray["calls"] == 2
     # the warning gives the raylet's reason, which Ray's own exception leaves out
     assert "Timed out waiting for file" in caplog.text and "metrics_agent_port" in caplog.text
     # what the failed start left running is ended, not kept for the job's life
-    assert failing_ray["leftovers"][0].wait(timeout=30) != 0
+    assert failing_ray["leftovers"][1].wait(timeout=30) != 0
+    assert neighbour.poll() is None  # the other job's is still running
 
 
 def test_a_local_start_that_keeps_timing_out_stops_with_the_reason(failing_ray):
