@@ -85,6 +85,57 @@ def test_lrs_given_to_a_rerun_are_not_called_chosen(study, tmp_path):
             "chosen on these records), one seed** | 1 | -1.00 | -1.00 |") in table
 
 
+def test_an_lr_choice_made_for_one_objective_only_says_so(study, tmp_path):
+    # SIFTER's seed 1 at two lrs, SimCSE's at one (given): SIFTER's lr is chosen on dev,
+    # SimCSE's is not, and the tables say which is which
+    write_run(study, tmp_path, "sifter", 1, 1e-5, 70.0, dev=85.0)
+    write_run(study, tmp_path, "sifter", 1, 3e-5, 69.0, dev=84.0)
+    write_run(study, tmp_path, "simcse", 1, 3e-5, 71.0, dev=85.5)
+    table = study.tables(argparse.Namespace(records=str(tmp_path), readouts=["cls"]))
+    assert "SimCSE 3e-05 (85.50 at 3e-05; the only lr in the records)" not in table
+    assert "each at its dev-chosen lr" not in table
+    assert ("**SIFTER − SimCSE, same steps, SIFTER at its dev-chosen lr 1e-05, SimCSE at 3e-05 "
+            "(given, not chosen on these records), one seed** | 1 | -1.00 | -1.00 |") in table
+    assert ("*lr chosen on STS-B dev of the seed-1 runs: SIFTER 1e-05 (85.00 at 1e-05, 84.00 "
+            "at 3e-05); SimCSE 3e-05 given (85.50 at 3e-05, the only lr in the records)*"
+            ) in table
+    assert ("**SIFTER − SimCSE, same steps, both at lr 3e-05, one seed** | 1 | -2.00 | -2.00 |"
+            in table)
+
+
+def test_a_finished_runs_records_stand_for_it_and_objectives_filter_the_plan(study, tmp_path,
+                                                                            monkeypatch):
+    """On a fresh machine (no --out folders) a run whose records are committed is not trained
+    again; `--objectives sifter` plans one objective's runs (the lr grid's SIFTER row)."""
+    records = tmp_path / "runs"
+    write_run(study, records, "sifter", 1, 1e-5, 70.0, dev=85.0)
+    args = study.parse_args(["--out", str(tmp_path / "out"), "--records", str(records),
+                             "--readouts", "cls", "--seeds", "1", "--lrs", "1e-5,3e-5",
+                             "--parts", "lr", "--objectives", "sifter"])
+    trained = []
+    monkeypatch.setattr(study.subprocess, "run", lambda command, **kw: trained.append(command))
+    planned = [r for r in study.plan("lr", args) if r.objective in args.objectives]
+    assert [r.name for r in planned] == ["cls/sifter-lr1e-05-seed1", "cls/sifter-lr3e-05-seed1"]
+    assert study.run_one(planned[0], args)["results"] == {t: 70.0 for t in TASKS}
+    assert trained == []  # its records stood for it
+    with pytest.raises(SystemExit):
+        study.parse_args(["--objectives", "sifter,simsce"])
+
+
+def test_a_missing_input_is_made_with_the_z_rule_it_stands_for(study, tmp_path, monkeypatch):
+    """The plain runs' input is remade with the rule their records were trained on (ud, before
+    issue 25), the z-penn part's with the Penn rule; an input that is there is used as it is."""
+    made = []
+    monkeypatch.setattr(study.subprocess, "run", lambda command, **kw: made.append(command))
+    study.augment_brown(str(tmp_path / "plain"), "ud")
+    study.augment_brown(str(tmp_path / "penn"), "penn")
+    (tmp_path / "there").mkdir()
+    study.augment_brown(str(tmp_path / "there"), "penn")
+    assert [(c[c.index("--output") + 1], c[c.index("--z-rule") + 1]) for c in made] == [
+        (str(tmp_path / "plain"), "ud"), (str(tmp_path / "penn"), "penn")]
+    assert study.parse_args([]).z_rule == "ud"
+
+
 def test_docs_tables_are_the_committed_records(study):
     """docs/results.md's generated study tables are exactly what `--table` makes of the records
     committed in docs/experiments/runs/ (none yet: then the block is there and empty, and the

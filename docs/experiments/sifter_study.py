@@ -95,6 +95,9 @@ def run_one(run: Run, args) -> dict:
     """Train (jobs/train.py), then score the exported best checkpoint (jobs/evaluate.py)."""
     folder = Path(args.out) / run.name
     results = folder / "eval" / "results.json"
+    records = Path(args.records) / run.name
+    if not results.is_file() and (records / "results.json").is_file():
+        return load(records)  # finished on another machine (its --out is gone): its records stand
     if not results.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "run.json").write_text(json.dumps(dataclasses.asdict(run)))
@@ -116,8 +119,8 @@ def run_one(run: Run, args) -> dict:
                            check=True, stdout=log, stderr=subprocess.STDOUT)
         (folder / "wall.json").write_text(json.dumps({"train_seconds": round(seconds, 1)}))
         print(f"done {run.name}: {json.loads(results.read_text())['avg']:.2f}", flush=True)
-    keep_records(folder, Path(args.records) / run.name)
-    return load(Path(args.records) / run.name)
+    keep_records(folder, records)
+    return load(records)
 
 
 # A run's records: what the tables need and what checks them (config, schedule, evaluation
@@ -273,12 +276,12 @@ def pair_rows(runs: list[dict], tasks: list[str]) -> list[str]:
     rows = []
     by_key = {(r["run"].objective, r["run"].tag, r["run"].lr, r["run"].seed): r for r in runs}
     chosen = {o: dev_choice(runs, o) for o in ("sifter", "simcse")}
-    # a choice was made when some objective's seed-1 plain runs span more than one lr; else
-    # the lrs were given (`--chosen-lrs`: a rerun of some rows) and are labelled as given
-    chose = any(len(selection_scores(runs, o)) > 1 for o in chosen)
-    if None not in chosen.values() and chose:
-        choices = [(o.replace("sifter", "SIFTER").replace("simcse", "SimCSE"), o, "")
-                   for o in chosen] + [
+    # an objective's lr was chosen when its seed-1 plain runs span more than one lr; else it
+    # was given (`--chosen-lrs`: a rerun of some rows) and is labelled as given
+    picked = {o: len(selection_scores(runs, o)) > 1 for o in chosen}
+    names = {"sifter": "SIFTER", "simcse": "SimCSE"}
+    if None not in chosen.values() and any(picked.values()):
+        choices = [(names[o], o, "") for o in chosen] + [
             (f"SimCSE at dropout {tag.removeprefix('dropout')}", "simcse", tag)
             for tag in sorted({k[1] for k in by_key if k[1].startswith("dropout")})]
         def scores(objective: str, tag: str) -> str:
@@ -286,11 +289,19 @@ def pair_rows(runs: list[dict], tasks: list[str]) -> list[str]:
             alone = "; the only lr in the records" if len(found) == 1 else ""
             return ", ".join(f"{dev:.2f} at {lr:g}" for lr, dev in sorted(found.items())) + alone
 
-        said = "; ".join(f"{name} {dev_choice(runs, o, tag):g} ({scores(o, tag)})"
-                         for name, o, tag in choices)
+        def choice(name: str, objective: str, tag: str) -> str:
+            lr = dev_choice(runs, objective, tag)
+            if tag or picked[objective]:
+                return f"{name} {lr:g} ({scores(objective, tag)})"
+            dev = selection_scores(runs, objective)[lr]
+            return f"{name} {lr:g} given ({dev:.2f} at {lr:g}, the only lr in the records)"
+
+        said = "; ".join(choice(name, o, tag) for name, o, tag in choices)
         rows.append(f"| *lr chosen on STS-B dev of the seed-1 runs: {said}*"
                     " | | " + " | " * len(tasks) + " | |")
-        first = "each at its dev-chosen lr"
+        first = "each at its dev-chosen lr" if all(picked.values()) else ", ".join(
+            f"{names[o]} at its dev-chosen lr {chosen[o]:g}" if picked[o] else
+            f"{names[o]} at {chosen[o]:g} (given, not chosen on these records)" for o in chosen)
     else:  # one lr each: nothing was chosen on these records
         first = (f"SIFTER at lr {chosen['sifter']:g}, SimCSE at {chosen['simcse']:g} (given, not "
                  "chosen on these records)") if chosen["sifter"] != chosen["simcse"] \
@@ -427,6 +438,17 @@ def keep_untrained_records(args) -> None:
                             Path(args.records) / folder.name / "results.json")
 
 
+def augment_brown(folder: str, z_rule: str) -> None:
+    """Brown's X, Y, Z into `folder` (jobs/augment.py, Z by `z_rule`) unless it is there. The
+    plain runs' records were trained on Zs by the rule before issue 25 (`--z-rule ud`, which
+    remakes that input exactly); the augmentation job refuses to resume a folder made by the
+    other rule."""
+    if not Path(folder).is_dir():
+        subprocess.run([sys.executable, str(ROOT / "jobs" / "augment.py"), "--input",
+                        str(ROOT.parent / "shared" / "data" / "corpus" / "brown.txt"),
+                        "--output", folder, "--actors", "2", "--z-rule", z_rule], check=True)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -434,14 +456,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--records", default=str(RECORDS),
                         help="each run's small records, committed: the tables' source")
     parser.add_argument("--input", default="out/brown-aug",
-                        help="jobs/augment.py's output (made from Brown when missing)")
+                        help="jobs/augment.py's output (made from Brown with --z-rule when "
+                             "missing)")
+    parser.add_argument("--z-rule", default="ud", choices=["ud", "penn"],
+                        help="the Z rule --input is made with when missing: ud, the rule the "
+                             "committed records were trained on (before issue 25)")
     parser.add_argument("--z-penn-input", default="out/brown-aug-penn",
-                        help="the z-penn part's input: jobs/augment.py's output, Penn-tag Z")
+                        help="the z-penn part's input: jobs/augment.py's output, Penn-tag Z "
+                             "(made from Brown when missing)")
     parser.add_argument("--data-dir", default=os.environ.get(
         "SENTRAY_DATA_DIR", str(ROOT.parent / "shared" / "data" / "senteval")))
     parser.add_argument("--model", default="all-MiniLM-L6-v2")
     parser.add_argument("--parts", default="lr,main,compute,ablations")
     parser.add_argument("--readouts", default="cls,own")
+    parser.add_argument("--objectives", default="sifter,simcse",
+                        help="run only these objectives' planned runs (e.g. sifter: one "
+                             "objective's row of the lr grid)")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--eval-steps", type=int, default=100)
@@ -467,6 +497,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.simcse_dropouts = [float(x) for x in args.simcse_dropouts.split(",") if x]
     args.readouts = args.readouts.split(",")
+    args.objectives = args.objectives.split(",")
+    if not set(args.objectives) <= set(LABELS):
+        parser.error(f"--objectives: {args.objectives} is not a subset of {sorted(LABELS)}")
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.lrs = [float(x) for x in args.lrs.split(",")]
     args.chosen_lrs = {name: float(lr) for name, lr in
@@ -484,12 +517,13 @@ def main(argv: list[str] | None = None) -> None:
         collect(args)
         keep_untrained_records(args)
     elif not args.table:
-        if not Path(args.input).is_dir():
-            subprocess.run([sys.executable, str(ROOT / "jobs" / "augment.py"), "--input",
-                            str(ROOT.parent / "shared" / "data" / "corpus" / "brown.txt"),
-                            "--output", args.input, "--actors", "2"], check=True)
-        for part in args.parts.split(","):
-            run_all(plan(part, args), args)
+        parts = args.parts.split(",")
+        if set(parts) - {"z-penn"}:
+            augment_brown(args.input, args.z_rule)
+        if "z-penn" in parts:
+            augment_brown(args.z_penn_input, "penn")
+        for part in parts:
+            run_all([r for r in plan(part, args) if r.objective in args.objectives], args)
         keep_untrained_records(args)
     generated = tables(args)
     if args.write_doc:

@@ -1,5 +1,5 @@
 """SIFTER's Z before and after issue 25, on Brown: the earlier rule (delete every spaCy UD `PRON`,
-`CCONJ`, `SCONJ` and the articles; a copy is kept below) against `sentray.sifter.positives`'s
+`CCONJ`, `SCONJ` and the articles; `z_rule="ud"`) against `sentray.sifter.positives`'s
 Penn Treebank rule, and Y as the augmentation job builds it.
 
     nice -n 19 python docs/experiments/z_audit.py                         # Brown, ~10-25 min
@@ -53,25 +53,6 @@ RECORD = ROOT / "docs" / "experiments" / "audit" / "z_audit_brown.json"
 MAX_PARSE_CHARS = 1000  # the job's default: longer texts are parsed from a truncated copy
 BACKBONE_SHARE = 0.7  # "Y's appended backbone is at least 70% as long as X" (issue 25)
 
-# -- the rule before issue 25, kept for the comparison ---------------------------------------------
-
-UD_DELETED_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
-
-
-def ud_is_useless(token) -> bool:
-    """The earlier Z rule: every UD PRON, CCONJ, SCONJ, and DET a/an/the."""
-    if token.pos_ in UD_DELETED_POS:
-        return True
-    return token.pos_ == "DET" and token.lower_ in ARTICLES
-
-
-def ud_prune_text(doc) -> str:
-    kept = [t for t in doc if not ud_is_useless(t)]
-    if not any(not (t.is_punct or t.is_space) for t in kept):
-        return doc.text
-    return tidy_spacing("".join(t.text + t.whitespace_ for t in kept))
-
-
 def kept_words_lost(x: str, z: str) -> list[str]:
     """The negations and quantifiers of X missing from Z, read from the two texts (not from the
     rule's own tokens, so a rule that deleted one by any path shows here)."""
@@ -123,7 +104,7 @@ def row_views(row_id: str, text: str, doc, extractor, seed: int) -> dict:
                 else dependency_backbone(doc) if result.backbone_source == "dependency" else "")
     return {
         "id": row_id, "x": text, "y": result.backbone_text,
-        "z_before": with_tail(ud_prune_text(doc), head, text),
+        "z_before": with_tail(prune_text(doc, "ud"), head, text),
         "z_after": with_tail(prune_text(doc), head, text),
         "backbone_source": result.backbone_source,
         "backbone_words": len(backbone.split()), "x_words": len(text.split()),

@@ -73,6 +73,9 @@ def run_training(config: TrainConfig) -> dict:
                "steps_per_epoch": plan.steps_per_epoch, "epochs": plan.epochs_run,
                "rows_past_last_batch_per_epoch": plan.dropped_per_epoch,
                "schedule": schedule, "backbone_coverage": coverage,
+               # what the input's views were made with (jobs/augment.py's _settings.json: the Z
+               # rule, the parsers, the seed); None for an input that holds none
+               "input_settings": read_settings(storage.locate(config.input, config.s3_endpoint)),
                "initial_stsb_dev": initial,
                "best_step": best_record["step"], "best_stsb_dev": best_record["stsb_dev"],
                "exported": export_checkpoint(best, output, config, best_record),

@@ -127,6 +127,8 @@ class RunClaim:
             return []
         found = []
         for info in infos:
+            if not info.path.endswith(".json"):  # a claim being written (`.tmp-<id>`)
+                continue
             values = read_json(storage.Location(folder.filesystem, info.path, info.path))
             if values is not None and info.path != self.location.path:
                 found.append(Claim(**values))

@@ -12,6 +12,7 @@ import errno
 import os
 import posixpath
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -108,12 +109,28 @@ def with_retries(action: Callable[[], T], *, attempts: int = 4) -> T:
 
 
 def write_bytes(location: Location, data: bytes) -> None:
-    """Write a small object whole (a record, a summary), again if the upload fails."""
-    def write() -> None:
-        with location.filesystem.open_output_stream(location.path) as handle:
-            handle.write(data)
+    """Write a small object whole (a record, a summary), again if the upload fails. A reader
+    never sees it half-written: an S3 object appears whole on upload; a local file is written
+    beside it as `.tmp-<id>` and renamed over it (a run reading another's claim while it is
+    refreshed read an empty file, and skipped that claim)."""
+    if not isinstance(location.filesystem, pafs.LocalFileSystem):
+        def write() -> None:
+            with location.filesystem.open_output_stream(location.path) as handle:
+                handle.write(data)
 
-    with_retries(write)
+        with_retries(write)
+        return
+    temporary = posixpath.join(posixpath.dirname(location.path), f".tmp-{uuid.uuid4().hex}")
+    try:
+        with location.filesystem.open_output_stream(temporary) as handle:
+            handle.write(data)
+        location.filesystem.move(temporary, location.path)
+    except BaseException:
+        try:
+            location.filesystem.delete_file(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def no_space(exc: BaseException) -> bool:

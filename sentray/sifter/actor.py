@@ -79,7 +79,7 @@ class AugmentBatch:
             triples, dependency_fallback = self.backbones(head)
             result = augment(texts[i], doc, triples, choice=config.triple,
                              rng=row_rng(config.seed, str(ids[i])),
-                             dependency_fallback=dependency_fallback)
+                             dependency_fallback=dependency_fallback, z_rule=config.z_rule)
             out["backbone_text"][i] = result.backbone_text
             # the tail joins without a space only where the truncation cut inside a word
             joint = " " if head[-1:].isspace() or tail[:1].isspace() else ""

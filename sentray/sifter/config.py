@@ -10,7 +10,7 @@ from sentray.corpus.corpus_job import ActorPoolConfig
 from sentray.corpus.sources import CorpusConfig
 from sentray.kit.validation import check_choices
 from sentray.sifter.parsers import SPACY_MODEL
-from sentray.sifter.positives import TripleChoice
+from sentray.sifter.positives import TripleChoice, ZRule
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,10 @@ class AugmentConfig:
     spacy_model: str = SPACY_MODEL  # spaCy pipeline: a package name or a folder
     triple: TripleChoice = "random"  # which OpenIE triple is the backbone (random, as the paper)
     seed: int = 0  # seed of the random triple choice, per (seed, row id)
+    # Z's deletions: penn (articles, CC, personal/possessive pronouns by Penn Treebank tag, never a
+    # negation or quantifier; the README's rule) or ud (the rule before issue 25, every UD PRON,
+    # CCONJ, SCONJ: remakes the first SIFTER study's inputs exactly)
+    z_rule: ZRule = "penn"
     min_words: int = 3  # drop sentences with fewer words
     keep_short: bool = False  # turn the min_words rule off
     # keep a sentence whose last word is capitalized (and the sentence after it), which the

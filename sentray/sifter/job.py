@@ -93,6 +93,7 @@ def augment_settings(config: AugmentConfig, versions: dict) -> dict:
     other value would mix two kinds of Y and Z, or two filters, in one output."""
     corpus = config.corpus
     return {"backend": config.backend, **versions, "triple": config.triple, "seed": config.seed,
+            "z_rule": config.z_rule,
             "min_words": config.min_words, "keep_short": config.keep_short,
             "keep_capitalized_tail": config.keep_capitalized_tail,
             "max_parse_chars": config.max_parse_chars,

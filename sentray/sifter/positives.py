@@ -23,9 +23,11 @@ section "Data augmentation"):
       Neither John nor Mary saw anyone.            ->  Neither John nor Mary saw anyone.
       She and I went to the market, but they stayed home.  ->  went to market, stayed home.
 
-  The earlier rule deleted every UD `PRON`, `CCONJ` and `SCONJ`, which also took "nobody",
-  "nothing", "anyone", "neither", "if" ("came to party rained.", "saw in room.");
-  docs/experiments/z_audit.py measures both on Brown.
+  The earlier rule (`z_rule="ud"`, kept to remake the first study's inputs byte for byte) deleted
+  every UD `PRON`, `CCONJ` and `SCONJ` and the articles, which also took "nobody", "nothing",
+  "anyone", "neither", "if" ("came to party rained.", "saw in room."), and joined the words
+  around a deleted clitic ("Let's not" -> "Letnot"); docs/experiments/z_audit.py measures both
+  on Brown.
 The functions take spaCy `Doc`s (or anything with the same token attributes) and triples; the
 parsers that produce them are spaCy + triplet-extract (`sentray.sifter.parsers`) or CoreNLP
 (`sentray.sifter.corenlp`), both above this module. The paper's corpus filter is in
@@ -52,7 +54,10 @@ QUANTIFIERS = frozenset({"all", "any", "anybody", "anyone", "anything", "anywher
                          "several", "some", "somebody", "someone", "something", "somewhere"})
 # Z keeps these whatever they are tagged: deleting one changes what the sentence asserts
 KEPT_WORDS = NEGATIONS | QUANTIFIERS
+# The rule before issue 25 (`z_rule="ud"`): spaCy's UD parts of speech
+UD_DELETED_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
 TripleChoice = Literal["random", "longest"]
+ZRule = Literal["penn", "ud"]
 BackboneSource = Literal["openie", "dependency", "none"]
 
 
@@ -109,15 +114,30 @@ def is_useless(token) -> bool:
     return token.tag_ in DELETED_TAGS
 
 
-def prune_text(doc) -> str:
+def is_useless_ud(token) -> bool:
+    """The rule before issue 25 (`z_rule="ud"`): every UD PRON, CCONJ, SCONJ, and DET a/an/the,
+    negations and quantifiers included."""
+    if token.pos_ in UD_DELETED_POS:
+        return True
+    return token.pos_ == "DET" and token.lower_ in ARTICLES
+
+
+def prune_text(doc, rule: ZRule = "penn") -> str:
     """Z: the document without its useless words, spacing tidied; the original text when only
-    punctuation or nothing would remain. A deleted word leaves its trailing space, so the words
-    around a deleted clitic stay apart ("Let's not" -> "Let not", not "Letnot")."""
-    kept = [t for t in doc if not is_useless(t)]
-    if not any(not (t.is_punct or t.is_space) for t in kept):
+    punctuation or nothing would remain. Under the Penn rule a deleted word leaves its trailing
+    space, so the words around a deleted clitic stay apart ("Let's not" -> "Let not"); the UD
+    rule keeps its old joining ("Letnot"), so that it remakes the first study's Zs exactly."""
+    if rule not in ("penn", "ud"):
+        raise ValueError(f"the Z rule must be penn or ud, got {rule!r}")
+    useless = is_useless if rule == "penn" else is_useless_ud
+    deleted = [useless(t) for t in doc]
+    if all(d or t.is_punct or t.is_space for t, d in zip(doc, deleted, strict=True)):
         return doc.text
-    return tidy_spacing("".join(t.whitespace_ if is_useless(t) else t.text + t.whitespace_
-                                for t in doc))
+    if rule == "ud":
+        return tidy_spacing("".join(t.text + t.whitespace_
+                                    for t, d in zip(doc, deleted, strict=True) if not d))
+    return tidy_spacing("".join(t.whitespace_ if d else t.text + t.whitespace_
+                                for t, d in zip(doc, deleted, strict=True)))
 
 
 # -- Y: add the sentence backbone -----------------------------------------------------------------
@@ -156,10 +176,11 @@ def choose_triple(triples: Sequence[Triple], choice: TripleChoice,
 
 
 def augment(text: str, doc, triples: Sequence[Triple], *, choice: TripleChoice = "random",
-            rng: random.Random | None = None,
-            dependency_fallback: str | None = None) -> Augmented:
+            rng: random.Random | None = None, dependency_fallback: str | None = None,
+            z_rule: ZRule = "penn") -> Augmented:
     """Y and Z for sentence `text` given its spaCy parse `doc` and its OpenIE triples. The
-    dependency backbone comes from `doc` unless another parser's is given."""
+    dependency backbone comes from `doc` unless another parser's is given; Z follows
+    `z_rule` (`prune_text`)."""
     triple = choose_triple(triples, choice, rng or random.Random(0))
     if triple is not None:
         backbone, source = triple.as_sentence(), "openie"
@@ -168,4 +189,4 @@ def augment(text: str, doc, triples: Sequence[Triple], *, choice: TripleChoice =
                     else dependency_backbone(doc))
         source = "dependency" if backbone else "none"
     backbone_text = tidy_spacing(f"{text} {backbone}") if backbone else text
-    return Augmented(backbone_text, prune_text(doc), triple, source)
+    return Augmented(backbone_text, prune_text(doc, z_rule), triple, source)

@@ -29,9 +29,14 @@ from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
 from sentray.encode.model_info import model_pooling
 from sentray.encode.pooled_model import PooledEncoder
+from sentray.kit import storage
+from sentray.kit.settings_record import write_settings
 from sentray.training.plan import step_seed
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sentray" / "data" / "sample.txt"
+
+
+VIEW_SETTINGS = {"z_rule": "penn", "seed": 0, "triple": "random"}
 
 
 def write_views(folder: Path, rows: int, *, nulls: bool = False, drop: str | None = None) -> Path:
@@ -323,7 +328,10 @@ def tiny_run_config(tmp_path: Path, model_dir: Path, data: Path, data_dir: Path,
 @pytest.fixture(scope="module")
 def views(tmp_path_factory) -> Path:
     # 192 rows, one epoch of 12 steps: each epoch costs a Ray Data sort (about 10 s here)
-    return write_views(tmp_path_factory.mktemp("views"), 192)
+    folder = write_views(tmp_path_factory.mktemp("views"), 192)
+    # what jobs/augment.py records beside its rows (the run's summary carries it)
+    write_settings(storage.locate(str(folder)), VIEW_SETTINGS, "augment")
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -390,6 +398,7 @@ def test_two_worker_run_learns_stays_in_sync_and_exports(clean_run, tokenizer):
     assert all(r["backbone_whole_share"] == 1.0 for r in history)
     assert summary["schedule"] == {"warmup_steps": 0, "decay_to_zero_at_step": 12,
                                    "max_grad_norm": 1.0}
+    assert summary["input_settings"] == VIEW_SETTINGS  # which Z rule its views were made by
     output = Path(config.output)
     best = output / "best"
     assert json.loads((best / "sentray.json").read_text())["pooling"] == "cls_before_pooler"

@@ -124,6 +124,35 @@ def test_bad_arguments_fail_before_ray(augment_job, tmp_path, exit_message):
     assert "different folders" in exit_message(info)
 
 
+def test_a_rerun_with_the_other_z_rule_is_refused_before_ray(augment_job, tmp_path,
+                                                            exit_message, monkeypatch):
+    """An output made with the Penn rule is never resumed with the UD rule (one kind of Z per
+    output): the rule is in _settings.json, and a rerun that changes it stops naming it."""
+    import ray
+
+    from sentray.kit import storage
+    from sentray.kit.settings_record import write_settings
+    from sentray.sifter.config import AugmentConfig
+    from sentray.sifter.job import augment_settings, check_backend
+
+    corpus = tmp_path / "x.txt"
+    corpus.write_text("One two three four.\n")
+    out = tmp_path / "o"
+    made = AugmentConfig(output=str(out)).resolved()
+    (out / "a-1").mkdir(parents=True)
+    (out / "a-1" / "part-000000000000-000000000001-of-000000000001.parquet").write_bytes(b"PAR1")
+    write_settings(storage.locate(str(out)), augment_settings(made, check_backend(made)),
+                   "augment")
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("Ray started for a run that mixes two Z rules")
+
+    monkeypatch.setattr(ray, "init", must_not_run)
+    with pytest.raises(SystemExit) as info:
+        augment_job.main(["--input", str(corpus), "--output", str(out), "--z-rule", "ud"])
+    assert "z_rule: 'penn' (stored) != 'ud' (this run)" in exit_message(info)
+
+
 def _wait_for(url: str, seconds: float) -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:

@@ -70,6 +70,28 @@ def test_pruned_text_golden(nlp, sentence, pruned):
     assert prune_text(nlp(sentence)) == pruned
 
 
+# The rule before issue 25 (`--z-rule ud`), as the first SIFTER study's inputs were made: every UD
+# PRON, CCONJ, SCONJ and the articles, negations and quantifiers too, a deleted clitic's
+# neighbours joined. The issue's examples are what it got wrong.
+@pytest.mark.parametrize("sentence,pruned", [
+    ("Nobody came to the party because it rained.", "came to party rained."),
+    ("I saw nothing in his room.", "saw in room."),
+    ("He said that if it rains, every game is off.", "said rains, every game is off."),
+    ("But let's not talk about it until we're out of here.",
+     "letnot talk about 're out of here."),
+])
+def test_pruned_text_by_the_earlier_ud_rule(nlp, sentence, pruned):
+    assert prune_text(nlp(sentence), "ud") == pruned
+
+
+def test_the_z_rule_reaches_augment_and_an_unknown_rule_is_refused(nlp):
+    sentence = "I saw nothing in his room."
+    assert augment(sentence, nlp(sentence), []).pruned_text == "saw nothing in room."
+    assert augment(sentence, nlp(sentence), [], z_rule="ud").pruned_text == "saw in room."
+    with pytest.raises(ValueError, match="the Z rule must be penn or ud, got 'corenlp'"):
+        prune_text(nlp(sentence), "corenlp")
+
+
 def test_pruned_text_never_deletes_a_negation_or_quantifier_whatever_its_tag():
     """The keep-list wins over the tag: a tagger that calls "neither" CC or "nothing" PRP (CoreNLP
     and spaCy disagree on a few such words) still leaves them in Z."""
