@@ -73,7 +73,7 @@ def test_pairs_are_made_at_each_objectives_dev_chosen_lr(study, tmp_path):
         "**Z by Penn tags − Z by UD tags, lr 1e-05, seed 1 (one seed)**"]
 
 
-def test_lrs_given_to_a_rerun_are_not_called_chosen(study, tmp_path):
+def test_lrs_given_to_a_rerun_are_not_called_chosen_and_a_choice_for_one_objective_says_so(study, tmp_path):
     # a rerun of the main pair at the lrs the first study chose (--chosen-lrs) holds one lr per
     # objective: nothing was chosen on these records, and the tables must not say it was
     write_run(study, tmp_path, "sifter", 1, 1e-5, 70.0, dev=85.0)
@@ -83,22 +83,16 @@ def test_lrs_given_to_a_rerun_are_not_called_chosen(study, tmp_path):
     assert "dev-chosen" not in table
     assert ("**SIFTER − SimCSE, same steps, SIFTER at lr 1e-05, SimCSE at 3e-05 (given, not "
             "chosen on these records), one seed** | 1 | -1.00 | -1.00 |") in table
-
-
-def test_an_lr_choice_made_for_one_objective_only_says_so(study, tmp_path):
-    # SIFTER's seed 1 at two lrs, SimCSE's at one (given): SIFTER's lr is chosen on dev,
-    # SimCSE's is not, and the tables say which is which
-    write_run(study, tmp_path, "sifter", 1, 1e-5, 70.0, dev=85.0)
+    # then SIFTER's seed 1 at a second lr: SIFTER's lr is chosen on dev, SimCSE's still given,
+    # and the tables say which is which
     write_run(study, tmp_path, "sifter", 1, 3e-5, 69.0, dev=84.0)
-    write_run(study, tmp_path, "simcse", 1, 3e-5, 71.0, dev=85.5)
     table = study.tables(argparse.Namespace(records=str(tmp_path), readouts=["cls"]))
-    assert "SimCSE 3e-05 (85.50 at 3e-05; the only lr in the records)" not in table
     assert "each at its dev-chosen lr" not in table
-    assert ("**SIFTER − SimCSE, same steps, SIFTER at its dev-chosen lr 1e-05, SimCSE at 3e-05 "
-            "(given, not chosen on these records), one seed** | 1 | -1.00 | -1.00 |") in table
     assert ("*lr chosen on STS-B dev of the seed-1 runs: SIFTER 1e-05 (85.00 at 1e-05, 84.00 "
             "at 3e-05); SimCSE 3e-05 given (85.50 at 3e-05, the only lr in the records)*"
             ) in table
+    assert ("**SIFTER − SimCSE, same steps, SIFTER at its dev-chosen lr 1e-05, SimCSE at 3e-05 "
+            "(given, not chosen on these records), one seed** | 1 | -1.00 | -1.00 |") in table
     assert ("**SIFTER − SimCSE, same steps, both at lr 3e-05, one seed** | 1 | -2.00 | -2.00 |"
             in table)
 
