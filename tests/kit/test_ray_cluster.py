@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import ray
@@ -23,6 +24,22 @@ RAYLET_FATAL = (
     "metrics_agent_port_d1b1313094e6")
 RAY_WORDS = ("The current node timed out during startup. This could happen because some of the "
              "raylet failed to startup or the GCS has become overloaded.")
+
+
+def running(process: subprocess.Popen, named: Path) -> subprocess.Popen:
+    """`process` once /proc shows its command line naming `named`, as a Ray process that has
+    run for the 15-30 s before a start times out does: one spawned a moment ago can still show
+    an empty command line (seen in about one full-suite run in three), and then nothing could
+    find it by its session folder, the code under test included."""
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            if str(named).encode() in Path(f"/proc/{process.pid}/cmdline").read_bytes():
+                return process
+        except OSError:
+            pass
+        time.sleep(0.01)
+    raise AssertionError(f"the stand-in process {process.pid} never showed its command line")
 
 
 @pytest.fixture
@@ -44,8 +61,9 @@ def failing_ray(tmp_path, monkeypatch):
         (session / "logs").mkdir(parents=True)
         (session / "logs" / "raylet.out").write_text(
             "starting\n" + RAYLET_FATAL.format(session=session) + "\n*** StackTrace ***\n")
-        state["leftovers"].append(subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(120)", f"--log_dir={session}/logs"]))
+        state["leftovers"].append(running(subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(120)", f"--log_dir={session}/logs"]),
+            session))
         raise Exception(RAY_WORDS)
 
     monkeypatch.setattr(ray, "init", init)
@@ -61,8 +79,8 @@ def test_a_local_start_that_times_out_is_tried_again(failing_ray, caplog, tmp_pa
     other = tmp_path / "ray" / "session_2026-12-01_18-09-00_000000_1"
     (other / "logs").mkdir(parents=True)
     os.utime(other, (time.time() + 60, time.time() + 60))  # the newest folder of all
-    neighbour = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
-                                  f"--log_dir={other}/logs"])
+    neighbour = running(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                          f"--log_dir={other}/logs"]), other)
     failing_ray["leftovers"].append(neighbour)
     assert ray_cluster.init_ray(num_cpus=3) is True
     assert failing_ray["calls"] == 2
