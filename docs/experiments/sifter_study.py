@@ -197,7 +197,7 @@ def plan(part: str, args) -> list[Run]:
         elif part == "z-penn":  # SIFTER on Zs made by the Penn Treebank rule (issue 25)
             runs += [Run(readout, "sifter", seed, args.steps, sifter_lr, tag="z-penn")
                      for seed in args.seeds]
-    return runs
+    return [r for r in runs if r.objective in args.objectives]
 
 
 # -- the tables ---------------------------------------------------------------------------------
@@ -523,7 +523,7 @@ def main(argv: list[str] | None = None) -> None:
         if "z-penn" in parts:
             augment_brown(args.z_penn_input, "penn")
         for part in parts:
-            run_all([r for r in plan(part, args) if r.objective in args.objectives], args)
+            run_all(plan(part, args), args)
         keep_untrained_records(args)
     generated = tables(args)
     if args.write_doc:
