@@ -44,17 +44,18 @@ def test_the_dry_run_trains_every_configuration_and_sets_them_beside_the_paper(t
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     table = result.stdout
     # every configuration at both lrs of the dry run's grid, seed 1: the lr part's runs
-    records = sorted(p.name for p in (out / "records" / "cls").iterdir())
+    kept = out / "records" / "cls-simcse"  # [CLS] + MLP with SimCSE's init
+    records = sorted(p.name for p in kept.iterdir())
     assert records == [f"{name}-lr{lr}-seed1" for name in ("sifter", "simcse-dropout0.1", "simcse")
                        for lr in ("1e-05", "3e-05")]
     for name in records:
-        summary = json.loads((out / "records" / "cls" / name / "summary.json").read_text())
+        summary = json.loads((kept / name / "summary.json").read_text())
         config = summary["config"]
-        assert (config["pooling"], config["mlp"], summary["steps"]) == ("cls_before_pooler",
-                                                                        True, 3)
+        assert (config["pooling"], config["mlp"], config["mlp_init"], summary["steps"]) == (
+            "cls_before_pooler", True, "simcse", 3)  # SimCSE's MLP init
         assert config["dropout"] == (0.1 if "dropout0.1" in name else 0.15)
         assert config["objective"] == name.split("-")[0]
-        results = json.loads((out / "records" / "cls" / name / "results.json").read_text())
+        results = json.loads((kept / name / "results.json").read_text())
         assert len(results) == 8  # the 7 tasks and their average
     # the choice is made per configuration on its seed-1 dev scores, and quoted with them
     assert "lr chosen on STS-B dev of the seed-1 runs: SIFTER " in table

@@ -163,6 +163,28 @@ def test_the_docs_check_fails_when_a_record_changes(study, tmp_path):
     assert [rewritten.split(study.BEGIN)[0], rewritten.split(study.END)[1]] == outside
 
 
+def test_each_readouts_flags_remake_its_committed_records_settings(study):
+    """A read-out's jobs/train.py flags give the settings its committed records were trained
+    with: `cls` PyTorch's default MLP init (the records predate --mlp-init, the job's default is
+    now SimCSE's), `cls-simcse` SimCSE's; a record without the key had PyTorch's."""
+    from sentray.cli import parse
+    from sentray.contrastive.config import TrainConfig
+
+    def flags(readout: str) -> TrainConfig:
+        return parse(TrainConfig, study.READOUTS[readout], description="")[0]
+
+    assert (flags("cls").mlp, flags("cls").mlp_init) == (True, "torch")
+    assert (flags("cls-simcse").mlp, flags("cls-simcse").mlp_init) == (True, "simcse")
+    assert parse(TrainConfig, ["--pooling", "cls_before_pooler"], description="")[0].mlp_init \
+        == "simcse"  # what a user gets: SimCSE's
+    records = sorted((study.RECORDS / "cls").glob("*/summary.json"))
+    assert records
+    for record in records:
+        config = json.loads(record.read_text())["config"]
+        assert (config["pooling"], config["mlp"], config.get("mlp_init", "torch")) == (
+            flags("cls").pooling, True, "torch"), record
+
+
 def test_docs_sst2_tables_are_the_committed_records():
     """The same for the SST-2 tables (docs/experiments/lstm_table.py): the generated ones are
     exactly the LSTM records' (no records committed yet: then the document holds none, and its

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The SIFTER paper's own STS setting in one command: from a raw pretrained encoder (MODEL_DIR,
-# e.g. bert-base-uncased, no sentence-transformers pooling) with [CLS] + the train-time MLP,
+# e.g. bert-base-uncased, no sentence-transformers pooling) with [CLS] + the train-time MLP
+# (SimCSE's: Linear + tanh, its weights drawn from N(0, 0.02) and a zero bias),
 # unsupervised SimCSE at its own dropout 0.1 and at SIFTER's 0.15, and SIFTER-SimCSE (dropout
 # 0.15, lambda 1,1,1), each with its lr chosen on STS-B dev (seed 1) from {1e-5, 3e-5, 5e-5},
 # then 5 paired seeds (a seed gives every objective the same sentences in the same order), one
@@ -80,7 +81,7 @@ fi
 
 STUDY=("$PYTHON" "$ROOT/docs/experiments/sifter_study.py" --out "$OUT/runs"
        --records "$OUT/records" --input "$CORPUS" --model "$MODEL_DIR" --data-dir "$DATA_DIR"
-       --readouts cls --seeds "$SEEDS" --lrs "$LRS" --steps "$STEPS" --eval-steps "$EVAL_STEPS"
+       --readouts cls-simcse --seeds "$SEEDS" --lrs "$LRS" --steps "$STEPS" --eval-steps "$EVAL_STEPS"
        --simcse-dropouts 0.1 --parallel "$PARALLEL" --train-flags "$TRAIN_FLAGS"
        --eval-flags "$EVAL_FLAGS")
 "${STUDY[@]}" --parts lr,main,dropout "${UNTRAINED[@]}" > "$OUT/study.log"

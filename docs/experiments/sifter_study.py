@@ -33,7 +33,9 @@ checked against them (tests/test_study.py does).
 
 Read-outs (`--readouts`): `own` is the job's default (the model's own pooling; mean without an
 MLP for all-MiniLM-L6-v2) and `cls` the paper's [CLS] with the train-time MLP, where the loss
-carries more signal from a sentence model. Both objectives share every other setting: the
+carries more signal from a sentence model; its MLP starts from PyTorch's default init, as every
+committed record's did. `cls-simcse` is the same with SimCSE's MLP init (N(0, 0.02) weights, zero
+bias; jobs/train.py's default), the read-out replicate.sh uses. Both objectives share every other setting: the
 job's defaults (the paper's: dropout 0.15, tau 0.05, batch 64, max_length 32) and
 `--train-flags`.
 """
@@ -60,10 +62,15 @@ from generated_block import block, replace_block  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "docs" / "experiments" / "runs"  # committed: every table row's evidence
-READOUTS = {"own": [], "cls": ["--pooling", "cls_before_pooler", "--mlp"]}
+# jobs/train.py flags of each read-out. `cls` keeps PyTorch's default MLP init, which every
+# committed record was trained with (before --mlp-init); `cls-simcse` is SimCSE's (replicate.sh).
+READOUTS = {"own": [], "cls": ["--pooling", "cls_before_pooler", "--mlp", "--mlp-init", "torch"],
+            "cls-simcse": ["--pooling", "cls_before_pooler", "--mlp", "--mlp-init", "simcse"]}
 ABLATIONS = {"xy": "1,0,0", "xz": "0,1,0", "yz": "0,0,1", "xyz+xx": "1,1,1,1"}
 LABELS = {"sifter": "SIFTER-SimCSE", "simcse": "SimCSE (unsup.)"}
-READOUT_LABELS = {"own": "mean (the model's own), no MLP", "cls": "[CLS] + train-time MLP"}
+READOUT_LABELS = {"own": "mean (the model's own), no MLP",
+                  "cls": "[CLS] + train-time MLP (PyTorch's default init)",
+                  "cls-simcse": "[CLS] + train-time MLP (SimCSE's init)"}
 
 
 @dataclass(frozen=True)
@@ -498,6 +505,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.simcse_dropouts = [float(x) for x in args.simcse_dropouts.split(",") if x]
     args.readouts = args.readouts.split(",")
     args.objectives = args.objectives.split(",")
+    if not set(args.readouts) <= set(READOUTS):
+        parser.error(f"--readouts: {args.readouts} is not a subset of {sorted(READOUTS)}")
     if not set(args.objectives) <= set(LABELS):
         parser.error(f"--objectives: {args.objectives} is not a subset of {sorted(LABELS)}")
     args.seeds = [int(s) for s in args.seeds.split(",")]

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
 
 from sentray.contrastive.objectives import Objective, SifterWeights, objective_views
 from sentray.encode.config import EncoderConfig, Precision
 from sentray.encode.model_loading import DEFAULT_MODEL
 from sentray.encode.pooling_catalog import DITTO_POOLINGS, canonical_pooling
 from sentray.kit.validation import check_choices
+
+# The train-time MLP's initial weights: simcse, SimCSE's (its cls_init runs BERT's _init_weights:
+# weights ~ N(0, the encoder's initializer_range, 0.02 for BERT/RoBERTa/MPNet), zero bias);
+# torch, PyTorch's default nn.Linear initialisation (every run before the flag existed).
+MlpInit = Literal["simcse", "torch"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,7 @@ class TrainConfig:
     # MLP (Linear + Tanh) over the pooling at train time only, dropped at export, as SimCSE.
     # auto: on, unless the pooling is the model's own read-out, which is trained as it is.
     mlp: bool | None = None
+    mlp_init: MlpInit = "simcse"  # the MLP's initial weights: SimCSE's, or PyTorch's default
     dropout: float = 0.15  # the encoder's dropout while training
     temperature: float = 0.05  # InfoNCE temperature tau
     # SIFTER weights of X-Y, X-Z, Y-Z and optionally a 4th of SimCSE's X-X' dropout pair; the

@@ -99,6 +99,8 @@ def train_settings(config: TrainConfig) -> dict:
     settings = {key: getattr(config, key) for key in MODEL_SETTINGS}
     settings["lambdas"] = config.lambdas.spec()
     settings["model_files"] = model_fingerprint(config.model)
+    if config.mlp:  # only a run with the MLP depends on its initial weights
+        settings["mlp_init"] = config.mlp_init
     return settings
 
 
@@ -114,6 +116,8 @@ def _claim_run_folder(config: TrainConfig, output: storage.Location,
         logger.info("--overwrite: deleted run %s and its exports", run_folder.uri)
     elif storage.exists(run_folder):
         stored = read_settings(run_folder)
+        if stored is not None and stored.get("mlp") and "mlp_init" not in stored:
+            stored["mlp_init"] = "torch"  # recorded before --mlp-init: PyTorch's default init
         changed = differences(stored, settings) if stored is not None else []
         if changed:
             raise mixing_error(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sentray.contrastive.config import TrainConfig
+from sentray.contrastive.config import MlpInit, TrainConfig
 from sentray.contrastive.view_tokens import ViewGroup
 from sentray.encode.pooled_model import PooledEncoder
 
@@ -19,12 +19,14 @@ class ContrastiveModel(nn.Module):
     """Pooled encoder (+ the train-time MLP): padded batch (B, T) -> embeddings (B, D)."""
 
     def __init__(self, encoder: nn.Module, pooling: str, *, head: str | None = None,
-                 mlp: bool = True) -> None:
+                 mlp: bool = True, mlp_init: MlpInit = "simcse") -> None:
         super().__init__()
         self.pooled = PooledEncoder(encoder, pooling, head=head)
         size = self.pooled.dimension
         # SimCSE's MLPLayer: dense + tanh over the pooled vector; dropped for evaluation/export.
         self.mlp = nn.Sequential(nn.Linear(size, size), nn.Tanh()) if mlp else None
+        if self.mlp is not None and mlp_init == "simcse":
+            init_like_simcse(self.mlp[0], getattr(encoder, "config", None))
         pooler = getattr(encoder, "pooler", None)
         if pooler is not None and self.pooled.pooling != "cls":
             pooler.requires_grad_(False)  # not in the loss; DDP rejects parameters without grads
@@ -53,6 +55,15 @@ class ContrastiveModel(nn.Module):
         return self.mlp(pooled) if self.mlp is not None else pooled
 
 
+def init_like_simcse(linear: nn.Linear, encoder_config: object | None) -> None:
+    """SimCSE's MLP initialisation: its `cls_init` calls the model's `init_weights`, whose BERT
+    `_init_weights` draws a Linear's weight from N(0, initializer_range) and zeroes its bias
+    (PyTorch's default is Kaiming-uniform weights and a uniform bias)."""
+    std = getattr(encoder_config, "initializer_range", None) or 0.02
+    nn.init.normal_(linear.weight, mean=0.0, std=std)
+    nn.init.zeros_(linear.bias)
+
+
 def encode_views(model: nn.Module, groups: list[ViewGroup], views: tuple[str, ...],
                  rows: int, device: torch.device | str = "cpu") -> list[torch.Tensor]:
     """Embeddings (rows, D) of each view in `views` order, the groups in one forward call."""
@@ -69,4 +80,5 @@ def build_model(config: TrainConfig, encoder_source: str | None = None) -> Contr
     checkpoint's model folder) or the configured initial model, with the training dropout."""
     pooled = PooledEncoder.load(encoder_source or config.model, config.pooling,
                                 head=config.head, dropout=config.dropout)
-    return ContrastiveModel(pooled.model, config.pooling, head=config.head, mlp=config.mlp)
+    return ContrastiveModel(pooled.model, config.pooling, head=config.head, mlp=config.mlp,
+                            mlp_init=config.mlp_init)

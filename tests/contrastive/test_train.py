@@ -22,7 +22,7 @@ from sentray.contrastive.config import TrainConfig
 from sentray.contrastive.epoch_order import EpochOrder
 from sentray.contrastive.input_data import epoch_datasets, inspect_input
 from sentray.contrastive.job import run_training
-from sentray.contrastive.model import ContrastiveModel
+from sentray.contrastive.model import ContrastiveModel, build_model
 from sentray.contrastive.objectives import SifterWeights
 from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.encode.config import EncoderConfig
@@ -280,6 +280,31 @@ def test_contrastive_model_is_the_encoders_pooling_plus_a_train_time_mlp(tokeniz
     assert torch.allclose(plain, torch.from_numpy(reference.encode(texts)), atol=1e-6)
     assert torch.allclose(projected, with_mlp.mlp(plain), atol=1e-6)
     assert projected.shape == (2, 32)
+
+
+def test_the_mlp_starts_as_simcses_unless_told_pytorchs_default(tokenizer, tiny_model_dir):
+    """SimCSE's cls_init runs BERT's _init_weights on its MLP: weights ~ N(0, the encoder's
+    initializer_range), zero bias. --mlp-init torch keeps nn.Linear's own (the study's runs)."""
+    encoder = make_tiny_bert(tokenizer.vocab_size)
+    encoder.config.initializer_range = 0.07  # not the 0.02 fallback: the encoder's own is read
+    simcse = ContrastiveModel(encoder, "cls_before_pooler").mlp[0]
+    default = ContrastiveModel(encoder, "cls_before_pooler", mlp_init="torch").mlp[0]
+    # 32 x 32 weights: a sample std is within ~2% (1/sqrt(2n)) of the true one, 15% is 7 times it
+    assert torch.count_nonzero(simcse.bias) == 0
+    assert float(simcse.weight.std()) == pytest.approx(0.07, rel=0.15)
+    bound = 1 / 32 ** 0.5  # PyTorch's Linear: weights and bias ~ U(-1/sqrt(in), 1/sqrt(in))
+    assert float(default.weight.abs().max()) <= bound
+    assert float(default.weight.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.15)
+    assert torch.count_nonzero(default.bias) == 32
+    # the job builds its model with the configured init
+    config = TrainConfig(model=str(tiny_model_dir), pooling="cls_before_pooler", mlp=True)
+    assert config.mlp_init == "simcse"
+    job_simcse = build_model(config).mlp[0]
+    job_torch = build_model(dataclasses.replace(config, mlp_init="torch")).mlp[0]
+    assert torch.count_nonzero(job_simcse.bias) == 0 and torch.count_nonzero(job_torch.bias) == 32
+    assert float(job_simcse.weight.std()) == pytest.approx(0.02, rel=0.15)
+    with pytest.raises(ValueError, match="mlp_init must be one of simcse, torch, got 'xavier'"):
+        TrainConfig(mlp_init="xavier")
 
 
 def test_ditto_pooling_trains_through_the_same_fast_path(tokenizer):
@@ -626,6 +651,19 @@ def test_a_rerun_that_changes_the_model_is_refused_one_that_extends_it_is_not(tm
         changed = dataclasses.replace(config, **{key: value})
         with pytest.raises(ValueError, match=f"{key}: .* \\(stored\\) != .* \\(this run\\)"):
             _claim_run_folder(changed, output, run)
+    # a run with the MLP also depends on its init; one recorded before --mlp-init had PyTorch's
+    with_mlp = dataclasses.replace(config, mlp=True, name="mlp")
+    _claim_run_folder(with_mlp, output, output.join("mlp"))
+    with pytest.raises(ValueError, match="mlp_init: 'simcse' \\(stored\\) != 'torch'"):
+        _claim_run_folder(dataclasses.replace(with_mlp, mlp_init="torch"), output,
+                          output.join("mlp"))
+    old = tmp_path / "out" / "mlp" / "_settings.json"
+    record = json.loads(old.read_text())
+    del record["settings"]["mlp_init"]
+    old.write_text(json.dumps(record))
+    _claim_run_folder(dataclasses.replace(with_mlp, mlp_init="torch"), output, output.join("mlp"))
+    with pytest.raises(ValueError, match="mlp_init: 'torch' \\(stored\\) != 'simcse'"):
+        _claim_run_folder(with_mlp, output, output.join("mlp"))
     (tmp_path / "out" / "best").mkdir()
     (tmp_path / "out" / "best" / "model.safetensors").write_bytes(b"old")
     _claim_run_folder(dataclasses.replace(config, lr=3e-5, overwrite=True), output, run)
