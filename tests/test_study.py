@@ -132,9 +132,8 @@ def test_a_missing_input_is_made_with_the_z_rule_it_stands_for(study, tmp_path, 
 
 def test_docs_tables_are_the_committed_records(study):
     """docs/results.md's generated study tables are exactly what `--table` makes of the records
-    committed in docs/experiments/runs/ (none yet: then the block is there and empty, and the
-    study's figures stand outside it, marked as not backed); rerun `sifter_study.py --table
-    --write-doc docs/results.md` after adding records."""
+    committed in docs/experiments/runs/; rerun `sifter_study.py --table --write-doc
+    docs/results.md` after adding records."""
     document = (ROOT / "docs" / "results.md").read_text()
     assert study.BEGIN in document and study.END in document
     assert study.generated_tables(document) == study.tables(study.parse_args(["--table"]))
