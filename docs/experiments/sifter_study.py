@@ -34,10 +34,10 @@ checked against them (tests/test_study.py does).
 Read-outs (`--readouts`): `own` is the job's default (the model's own pooling; mean without an
 MLP for all-MiniLM-L6-v2) and `cls` the paper's [CLS] with the train-time MLP, where the loss
 carries more signal from a sentence model; its MLP starts from PyTorch's default init, as every
-committed record's did. `cls-simcse` is the same with SimCSE's MLP init (N(0, 0.02) weights, zero
-bias; jobs/train.py's default), the read-out replicate.sh uses. Both objectives share every other setting: the
-job's defaults (the paper's: dropout 0.15, tau 0.05, batch 64, max_length 32) and
-`--train-flags`.
+committed record's did. `cls-simcse` is the same with SimCSE's MLP init (N(0, 0.02) weights,
+zero bias; jobs/train.py's default), the read-out replicate.sh uses. Both objectives share every
+other setting: the job's defaults (the paper's: dropout 0.15, tau 0.05, batch 64, max_length 32)
+and `--train-flags`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from sentray.encode.model_loading import DEFAULT_MODEL
 from sentray.encode.pooling_catalog import DITTO_POOLINGS, canonical_pooling
 from sentray.kit.validation import check_choices
 
-# The train-time MLP's initial weights: simcse, SimCSE's (its cls_init runs BERT's _init_weights:
+# The train-time MLP's initial weights: simcse, SimCSE's (its cl_init runs BERT's _init_weights:
 # weights ~ N(0, the encoder's initializer_range, 0.02 for BERT/RoBERTa/MPNet), zero bias);
 # torch, PyTorch's default nn.Linear initialisation (every run before the flag existed).
 MlpInit = Literal["simcse", "torch"]

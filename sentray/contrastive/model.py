@@ -56,7 +56,7 @@ class ContrastiveModel(nn.Module):
 
 
 def init_like_simcse(linear: nn.Linear, encoder_config: object | None) -> None:
-    """SimCSE's MLP initialisation: its `cls_init` calls the model's `init_weights`, whose BERT
+    """SimCSE's MLP initialisation: its `cl_init` calls the model's `init_weights`, whose BERT
     `_init_weights` draws a Linear's weight from N(0, initializer_range) and zeroes its bias
     (PyTorch's default is Kaiming-uniform weights and a uniform bias)."""
     std = getattr(encoder_config, "initializer_range", None) or 0.02

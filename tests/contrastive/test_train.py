@@ -283,7 +283,7 @@ def test_contrastive_model_is_the_encoders_pooling_plus_a_train_time_mlp(tokeniz
 
 
 def test_the_mlp_starts_as_simcses_unless_told_pytorchs_default(tokenizer, tiny_model_dir):
-    """SimCSE's cls_init runs BERT's _init_weights on its MLP: weights ~ N(0, the encoder's
+    """SimCSE's cl_init runs BERT's _init_weights on its MLP: weights ~ N(0, the encoder's
     initializer_range), zero bias. --mlp-init torch keeps nn.Linear's own (the study's runs)."""
     encoder = make_tiny_bert(tokenizer.vocab_size)
     encoder.config.initializer_range = 0.07  # not the 0.02 fallback: the encoder's own is read
