@@ -23,6 +23,16 @@ import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The property tests (Hypothesis): a fixed example budget per test (set on each), no deadline
+# (a 2-core machine under load is slow, not wrong), and the examples that once failed kept in
+# tests/hypothesis-examples (committed), so every run, CI's fresh clone too, replays them first.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
+
+_hypothesis_settings.register_profile("sentray", deadline=None, database=(
+    DirectoryBasedExampleDatabase(str(ROOT / "tests" / "hypothesis-examples"))))
+_hypothesis_settings.load_profile("sentray")
+
 
 def load_job(name: str):
     """jobs/<name>.py as a module (jobs/ is not a package): its `parse_config` and `main`."""

@@ -195,6 +195,13 @@ def write_summary(folder: storage.Location, summary: dict) -> None:
                         json.dumps(summary, indent=1, default=str).encode())
 
 
+def read_summary(folder: storage.Location) -> dict | None:
+    """The output's `_summary.json`, or None (none yet, or unreadable)."""
+    from sentray.kit.settings_record import read_json
+
+    return read_json(folder.join(SUMMARY_FILE))
+
+
 # -- the driver -----------------------------------------------------------------------------------
 
 
@@ -225,6 +232,8 @@ class CorpusJob:
     # called once the run holds its claim, before any row is written (e.g. to record the
     # quantization ranges next to the rows)
     before_rows: Callable[[list[storage.Location]], None] | None = field(default=None)
+    # the input files, when the job has discovered them already (else discovered here)
+    sources: Sequence[Source] | None = field(default=None)
 
 
 def run_corpus_job(job: CorpusJob) -> dict:
@@ -262,10 +271,13 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     Files already complete in the output are skipped, so a rerun finishes what a stopped one
     left; a rerun with other settings stops before Ray starts; a summary whose rows do not add
     up raises instead of being written. OUTPUT/_config.yaml is written last, by a run whose
-    rows all came out."""
+    rows all came out. A rerun that finds nothing to do writes nothing: the summary of the runs
+    that did the work (and their config) stay as they were."""
     started = time.perf_counter()
+    started_at = time.time()
     # Every file is checked before Ray starts; the job's own folders are never read as input.
-    sources = discover_sources(job.corpus, exclude=list(job.folders))
+    sources = (list(job.sources) if job.sources is not None
+               else discover_sources(job.corpus, exclude=list(job.folders)))
     folders = [storage.locate(folder, job.corpus.s3_endpoint) for folder in job.folders]
     if not job.overwrite:
         output_claims.check_settings(folders, job.settings)  # refuse before touching anything
@@ -284,16 +296,28 @@ def _run_corpus_job(job: CorpusJob) -> dict:
             timings["summary"] = round(time.perf_counter() - counting, 2)
         rows_this_run = sum(p.rows if p.runs is not None else
                             source_runs(folders, p.source).total or 0 for p in todo)
-        summary.update({
+        this_run = {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
             "processed_this_run": [s.uri for s in empty + [p.source for p in todo]],
-            "seconds": round(seconds, 2),
+            "rows_this_run": rows_this_run, "seconds": round(seconds, 2),
             "sentences_per_second": round(rows_this_run / seconds, 1) if todo else None,
-            "timings": timings, "settings": job.settings,
-            "config": json.loads(json.dumps(dataclasses.asdict(job.config), default=str)),
-        })
+            "timings": timings}
         rows_out = sum(summary[key] for key in job.rows_out_keys)
         if summary["incomplete_sources"] or summary["rows_in"] != rows_out:
             raise RuntimeError(f"row accounting failed: {json.dumps(summary, default=str)}")
+        previous = read_summary(folders[0])
+        if previous is not None and not empty and timings is None:
+            logger.info("nothing to do: every row of the %d input files is in %s already; its "
+                        "summary and config are kept as the runs that wrote them left them",
+                        len(sources), folders[0].uri)
+            return {**previous, **summary, **this_run}  # this run's figures, not written
+        runs = [] if previous is None or job.overwrite else previous.get("runs", [])
+        summary.update(this_run)  # the latest run's figures at the top, as before
+        summary.update({
+            "settings": job.settings,
+            "config": json.loads(json.dumps(dataclasses.asdict(job.config), default=str)),
+            "runs": [*runs, this_run],  # every run that did work in this output, oldest first
+        })
         write_summary(folders[0], summary)
         config_files.write_config(job.config, job.folders[0], job=job.name,
                                   s3_endpoint=job.corpus.s3_endpoint)

@@ -56,12 +56,14 @@ def holds_rows(folder: storage.Location) -> bool:
                and part_files.PART_NAME.match(posixpath.basename(info.path)) for info in infos)
 
 
-def check_settings(folders: Sequence[storage.Location], settings: dict) -> None:
-    """ValueError when the output already holds rows made with other settings."""
+def check_settings(folders: Sequence[storage.Location], settings: dict,
+                   ignore: tuple[str, ...] = ()) -> None:
+    """ValueError when the output already holds rows made with other settings (those named in
+    `ignore` not compared: a check made before they are known)."""
     stored = read_settings(folders[0])
     if stored is None or not any(holds_rows(folder) for folder in folders):
         return
-    changed = differences(stored, settings)
+    changed = differences(stored, settings, ignore)
     if changed:
         raise mixing_error(folders[0].uri, changed,
                            "Rerun with the stored settings, write to another output, or add "

@@ -10,8 +10,9 @@ import hashlib
 import logging
 import posixpath
 import re
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
 import pyarrow as pa
@@ -73,7 +74,7 @@ class Source:
     uri: str  # as shown to users
     path: str  # as its filesystem reads it
     filesystem: object = field(repr=False, compare=False)
-    name: str = ""  # relative name used in default ids
+    name: str = ""  # name used in default ids: relative to its input, see unique_names
     format: str = "text"
     num_rows: int | None = None  # known up front for Parquet
     row_groups: tuple[int, ...] = ()  # Parquet: rows per row group
@@ -89,8 +90,11 @@ class Source:
 
 
 def _format_of(path: str, forced: Format) -> str | None:
-    if forced != "auto":
-        return forced
+    return forced if forced != "auto" else format_of_suffix(path)
+
+
+def format_of_suffix(path: str) -> str | None:
+    """The format a file's suffix names: parquet (.parquet/.pq), text (.txt/.text), or None."""
     lower = path.lower()
     if lower.endswith(PARQUET_SUFFIXES):
         return "parquet"
@@ -165,7 +169,56 @@ def discover_sources(config: CorpusConfig, exclude: Sequence[str] = ()) -> list[
     keys = [s.key for s in sources]
     if len(set(keys)) != len(keys):
         raise ValueError("the same input file is listed twice")
-    return sources
+    return unique_names(sources)
+
+
+def _path_components(uri: str) -> list[str]:
+    """The path components of a local path or an s3:// URI (bucket first)."""
+    path = uri[len("s3://"):] if uri.startswith("s3://") else uri
+    return [part for part in path.split("/") if part]
+
+
+def unique_names(sources: Sequence[Source]) -> list[Source]:
+    """`sources` with names unique among them, so that default ids (`<name>:<row>`) are unique
+    within an output: `--input a/,b/` with an `x.txt` in each would otherwise give both the
+    ids `x.txt:0`, `x.txt:1`, ... Each source whose name another one shares is named by the
+    shortest trailing run of its URI's path components (for s3://, bucket and key) that is no
+    other source's name: `a/x.txt` and `b/x.txt`; the full URI when no run is. A source whose
+    name no other shares keeps it, so the ids of existing outputs do not change. With
+    --id-column the ids are the user's column and are as unique as it is; these names are
+    then only shown, never written."""
+    counts = Counter(source.name for source in sources)
+    colliding = [source for source in sources if counts[source.name] > 1]
+    if not colliding:
+        return list(sources)
+    taken = {source.name for source in sources if counts[source.name] == 1}
+    components = {source.uri: _path_components(source.uri) for source in colliding}
+    # Runs of the same length are compared across all colliding sources at once, so the result
+    # does not depend on the sources' order; runs of different lengths never coincide (their
+    # numbers of "/" differ), and a full URI is never a run (it starts with "/" or holds "//").
+    renamed: dict[str, str] = {}
+    unresolved = colliding
+    length = 0
+    while unresolved:
+        length += 1
+        runs = {source.uri: "/".join(components[source.uri][-length:])
+                for source in unresolved if length <= len(components[source.uri])}
+        run_counts = Counter(runs.values())
+        still = []
+        for source in unresolved:
+            run = runs.get(source.uri)
+            if run is None:
+                renamed[source.uri] = source.uri
+            elif run_counts[run] == 1 and run not in taken:
+                renamed[source.uri] = run
+            else:
+                still.append(source)
+        unresolved = still
+    shown = ", ".join(f"{source.uri} -> {renamed[source.uri]}" for source in colliding[:10])
+    logger.info("%d input files share a name with another; their ids use longer names: %s%s",
+                len(colliding), shown, ", ..." if len(colliding) > 10 else "")
+    return [replace(source, name=renamed[source.uri]) if source.uri in renamed else source
+            for source in sources]
 
 
 def decode_lines(data: bytes) -> tuple[list[str | None], list[str | None]]:

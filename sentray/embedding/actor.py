@@ -130,6 +130,8 @@ class EmbedBatch:
         windows combined, then truncated and normalized."""
         import torch
 
+        if not texts:  # a block of nulls, blanks or texts this actor has seen: nothing to encode
+            return {}
         keys, plan = list(texts), self.plan
         bounded = [bounded_text(texts[key], plan.char_limit) for key in keys]
         # whole (bounded) texts: the windows cut them; verbose=False, so transformers does not

@@ -79,7 +79,8 @@ class EmbedConfig:
     vector: VectorConfig = field(default_factory=VectorConfig)
     pool: ActorPoolConfig = field(default_factory=ActorPoolConfig)
     # once an input file is done, merge its parts (one per actor block) into files of this many
-    # rows (e.g. 1000000: ~400 MB of int8 384-d vectors); None: keep one file per block
+    # rows; default: files of about 256 MB (384-d float32: ~170,000 rows a file; int8: ~640,000);
+    # 0: keep one file per actor block
     rows_per_file: int | None = None
     # delete this job's files in OUTPUT (and only those) first, and start afresh; without it a
     # rerun whose settings would change the stored vectors stops and says which
@@ -90,8 +91,9 @@ class EmbedConfig:
             raise ValueError("no output given")
         if self.pool.num_gpus > 0 and self.encoder.device == "cpu":
             raise ValueError("num_gpus > 0 but the encoder device is cpu")
-        if self.rows_per_file is not None and self.rows_per_file < 1:
-            raise ValueError(f"rows_per_file must be >= 1, got {self.rows_per_file}")
+        if self.rows_per_file is not None and self.rows_per_file < 0:
+            raise ValueError(f"rows_per_file must be >= 0 (0: a file per block), got "
+                             f"{self.rows_per_file}")
 
     def resolved(self) -> EmbedConfig:
         from sentray.encode.model_checks import check_model
@@ -109,4 +111,6 @@ class EmbedConfig:
         if vector.truncate_dim is not None and vector.truncate_dim > dimension:
             raise ValueError(f"--truncate-dim {vector.truncate_dim} is more than model "
                              f"{encoder.model!r} has: its vectors have {dimension} dimensions")
+        if vector.truncate_dim == dimension:  # all of them: the same vectors as no truncation
+            vector = dataclasses.replace(vector, truncate_dim=None)
         return dataclasses.replace(self, encoder=encoder, vector=vector)

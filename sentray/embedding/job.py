@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sentray.corpus import corpus_job, part_files
+from sentray.corpus import corpus_job, output_claims, part_files
 from sentray.corpus.source_runs import source_runs
-from sentray.corpus.sources import Source, discover_sources
+from sentray.corpus.sources import CorpusConfig, Source, discover_sources, format_of_suffix
 from sentray.embedding import calibration, vectors
 from sentray.embedding.actor import STATUSES, EmbedBatch
 from sentray.embedding.config import EmbedConfig
@@ -45,9 +46,13 @@ def output_schema(dimension: int, id_type: pa.DataType, dtype: vectors.OutputDty
     return pa.schema(fields, metadata=metadata)
 
 
-def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None) -> dict:
+def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None,
+                   sources: list[Source]) -> dict:
     """What the stored vectors depend on (OUTPUT/_settings.json): a rerun with any other value
-    would mix two kinds of vector in one output."""
+    would mix two kinds of vector in one output. Only what changes a vector: the model by its
+    files (its name or folder is recorded, not compared: `settings_record.comparable`), the
+    format as the files are read (`read_format`), a --truncate-dim equal to the model's
+    dimension as none (`EmbedConfig.resolved`)."""
     from sentray.encode.model_info import default_max_length
     from sentray.encode.model_loading import load_config, load_tokenizer, model_fingerprint
 
@@ -66,8 +71,40 @@ def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None) -> dict:
         "long_text": vector.long_text, "chunk_overlap": vector.chunk_overlap if chunk else None,
         "max_windows": vector.max_windows if chunk else None,
         "text_column": corpus.text_column, "id_column": corpus.id_column,
-        "format": corpus.format,
+        "format": read_format(corpus, sources),
     }
+
+
+def read_format(corpus: CorpusConfig, sources: list[Source]) -> str:
+    """How the input files are read, as a setting: "auto" when each is read as its suffix says
+    (whatever --format said: `--format text` over .txt files reads them as `auto` does), else
+    the --format that overrides the suffixes."""
+    if all(format_of_suffix(source.path) == source.format for source in sources):
+        return "auto"
+    return corpus.format
+
+
+def vectors_metadata(settings: dict, ranges: vectors.Ranges | None) -> dict:
+    """The Parquet schema metadata of every output file: the settings the vectors were made
+    with (model, its files' digest, pooling, head, max length, precision, dimension,
+    normalization, dtype, long texts) and, for int8/uint8, the code book itself, so that one
+    file copied anywhere says how to embed and quantize queries like its rows
+    (`QueryEncoder(file)`)."""
+    described = {**settings, "code_book": ranges.to_json() if ranges is not None else None}
+    return {VECTORS_METADATA_KEY: json.dumps(described, default=str).encode()}
+
+
+# Output files of about this size by default (--rows-per-file unset): big enough for query
+# engines and object stores (a billion 384-d float32 rows: ~6,000 files, not a million), small
+# enough that one is written in seconds and a file's rows fit in a worker's memory.
+TARGET_FILE_BYTES = 256 << 20
+
+
+def default_rows_per_file(dimension: int, dtype: vectors.OutputDtype) -> int:
+    """Rows per output file for files of about TARGET_FILE_BYTES: the stored vector's bytes plus
+    ~32 bytes of id, status, source and row (compressed, they weigh little beside a vector)."""
+    width = vectors.stored_width(dimension, dtype) * np.dtype(vectors.NUMPY_TYPES[dtype]).itemsize
+    return max(1, TARGET_FILE_BYTES // (width + 32))
 
 
 def summarize(output: storage.Location, sources: list[Source]) -> dict:
@@ -95,14 +132,20 @@ def run_embedding(config: EmbedConfig) -> dict:
     """Embed every row of the corpus into `config.output`; returns the summary."""
     config = config.resolved()
     output = storage.locate(config.output, config.corpus.s3_endpoint)
+    sources = discover_sources(config.corpus, exclude=[config.output])
     ranges = None
     if config.vector.output_dtype in vectors.SCALAR:
-        ranges = calibration.resolve_ranges(config, output, discover_sources(
-            config.corpus, exclude=[config.output]))
-    settings = embed_settings(config, ranges)
-    metadata = {VECTORS_METADATA_KEY: json.dumps(
-        {key: settings[key] for key in ("model", "pooling", "head", "dimension", "normalize",
-                                        "output_dtype", "long_text")}).encode()}
+        # a rerun that will be refused is refused before the code book is calibrated (minutes
+        # of encoding on a CPU); the code book itself is compared once it is known
+        if not config.overwrite:
+            output_claims.check_settings([output], embed_settings(config, None, sources),
+                                         ignore=("quantization_ranges",))
+        ranges = calibration.resolve_ranges(config, output, sources)
+    settings = embed_settings(config, ranges, sources)
+    metadata = vectors_metadata(settings, ranges)
+    rows_per_file = config.rows_per_file
+    if rows_per_file is None:
+        rows_per_file = default_rows_per_file(settings["dimension"], config.vector.output_dtype)
 
     def empty_schema(source: Source) -> pa.Schema:
         id_type = pa.string()
@@ -124,4 +167,4 @@ def run_embedding(config: EmbedConfig) -> dict:
         route=lambda folders: part_files.SingleFolder(folders[0]), empty_schema=empty_schema,
         summarize=lambda folders, sources: summarize(folders[0], sources),
         settings=settings, overwrite=config.overwrite, before_rows=before_rows,
-        rows_per_file=config.rows_per_file))
+        rows_per_file=rows_per_file or None, sources=sources))

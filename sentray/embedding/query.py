@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from sentray.embedding import calibration
+from sentray.embedding import calibration, vectors
 from sentray.embedding.actor import EmbedBatch
 from sentray.embedding.config import VectorConfig
 from sentray.encode.config import EncoderConfig
@@ -21,20 +21,14 @@ from sentray.kit.settings_record import SETTINGS_FILE
 
 
 class QueryEncoder:
-    """Embeds texts into the stored form of the embedding job's output `output` (a folder,
-    local or s3://)."""
+    """Embeds texts into the stored form of the embedding job's output `output`: its folder
+    (local or s3://), or any one of its Parquet files (each file's schema metadata carries the
+    settings and the code book: a file copied out of its output still says how)."""
 
     def __init__(self, output: str, *, device: str = "auto",
                  s3_endpoint: str | None = None) -> None:
-        location = storage.locate(output, s3_endpoint)
-        try:
-            with location.filesystem.open_input_stream(location.join(SETTINGS_FILE).path) as f:
-                self.settings = json.loads(f.read())["settings"]
-        except FileNotFoundError as exc:
-            raise FileNotFoundError(f"{output} has no {SETTINGS_FILE}: not the output of "
-                                    "jobs/embed.py") from exc
+        self.settings, self.ranges = stored_description(storage.locate(output, s3_endpoint))
         s = self.settings
-        self.ranges = calibration.read_stored(location)
         encoder = EncoderConfig(model=s["model"], pooling=s["pooling"], head=s["head"],
                                 max_length=s["max_length"], device=device)
         vector = VectorConfig(truncate_dim=s["truncate_dim"], normalize=s["normalize"],
@@ -59,3 +53,39 @@ class QueryEncoder:
         width = column.type.list_size
         rows = [np.zeros(width) if v is None else v for v in column.to_pylist()]
         return np.asarray(rows, dtype=column.type.value_type.to_pandas_dtype())
+
+
+def stored_description(location: storage.Location) -> tuple[dict, vectors.Ranges | None]:
+    """(settings, code book) of an output folder (`_settings.json`, `_quantization.json`) or of
+    one of its Parquet files (its `sentray.vectors` metadata); the code book is checked against
+    the digest the settings recorded."""
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    from sentray.embedding.job import VECTORS_METADATA_KEY
+
+    if location.filesystem.get_file_info(location.path).type == pafs.FileType.File:
+        with location.filesystem.open_input_file(location.path) as handle:
+            metadata = pq.read_schema(handle).metadata or {}
+        if VECTORS_METADATA_KEY not in metadata:
+            raise ValueError(f"{location.uri} has no {VECTORS_METADATA_KEY.decode()} metadata: "
+                             "not a file written by jobs/embed.py")
+        described = json.loads(metadata[VECTORS_METADATA_KEY])
+        if "model_files" not in described:
+            raise ValueError(f"{location.uri} was written before files described themselves "
+                             "in full; pass its output folder instead")
+        book = described.pop("code_book", None)
+        ranges = vectors.Ranges.from_json(book) if book is not None else None
+    else:
+        try:
+            with location.filesystem.open_input_stream(location.join(SETTINGS_FILE).path) as f:
+                described = json.loads(f.read())["settings"]
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"{location.uri} has no {SETTINGS_FILE}: not the output "
+                                    "of jobs/embed.py") from exc
+        ranges = calibration.read_stored(location)
+    if described.get("quantization_ranges") != calibration.ranges_digest(ranges):
+        raise ValueError(f"{location.uri}: the code book found does not match the one its "
+                         "vectors were written with (digest "
+                         f"{described.get('quantization_ranges')})")
+    return described, ranges

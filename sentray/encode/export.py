@@ -7,6 +7,11 @@ sentence-transformers' own files, written by sentence-transformers' own `save`: 
 load it; otherwise (Ditto and the other sentray poolings) one `SentrayEncoder` module, which
 needs sentray installed and `trust_remote_code=True` (sentence-transformers asks it of any
 module class not its own; the code comes from the installed package, not from the folder).
+A model whose own pipeline L2-normalizes (`own_normalize`: all-MiniLM-L6-v2 ends with a
+Normalize module) keeps doing so: a sentence-transformers `Normalize` module after the pooling,
+and `normalize` recorded in sentray.json, so the export's vectors are the ones `jobs/embed.py`
+writes for the source model with the same pooling and head (its `--normalize` default is the
+model's own), whoever loads it.
 Used by `jobs/evaluate.py --export-st` and by training's export (OUTPUT/best, OUTPUT/best-st).
 """
 
@@ -16,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.model_info import ModelInfo
+from sentray.encode.model_info import ModelInfo, own_normalize
 
 # sentray poolings that sentence-transformers' own Pooling module computes the same way
 ST_POOLING = {"cls_before_pooler": "cls", "last_avg": "mean"}
@@ -25,11 +30,15 @@ ST_POOLING = {"cls_before_pooler": "cls", "last_avg": "mean"}
 def save_model_directory(encoder: SentenceEncoder, target: str | Path, *,
                          extra: dict | None = None, sentence_transformers: bool = True) -> Path:
     """Write `encoder` into the folder `target`; `extra` adds to what sentray.json records.
-    Without `sentence_transformers`: the Hugging Face files and sentray.json only."""
+    sentray.json's `normalize` is `extra`'s when given, else the source model's own
+    (`own_normalize(encoder.config.model)`). Without `sentence_transformers`: the Hugging Face
+    files and sentray.json only."""
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
-    info = ModelInfo(encoder.config.pooling, encoder.config.head, encoder.max_length,
-                     dict(extra or {}))
+    extra = dict(extra or {})
+    # recorded either way: the choice is explicit, and sentray's loaders read it from here
+    extra.setdefault("normalize", own_normalize(encoder.config.model))
+    info = ModelInfo(encoder.config.pooling, encoder.config.head, encoder.max_length, extra)
     if not sentence_transformers:
         encoder.model.save_pretrained(target)
         encoder.tokenizer.save_pretrained(target)
@@ -41,20 +50,26 @@ def save_model_directory(encoder: SentenceEncoder, target: str | Path, *,
 
 def _sentence_transformer(encoder: SentenceEncoder, info: ModelInfo):
     """The encoder as a `SentenceTransformer`: its own modules where they compute the pooling,
-    else sentray's `SentrayEncoder`."""
+    else sentray's `SentrayEncoder`; then `Normalize` when sentray.json says `normalize`."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import (
+        Normalize,
+        Pooling,
+        Transformer,
+    )
 
     from sentray.encode.st_module import SentrayEncoder
 
     mode = ST_POOLING.get(info.pooling)
     if mode is None:
-        return SentenceTransformer(modules=[SentrayEncoder(encoder, info.extra)],
-                                   device=str(encoder.device), similarity_fn_name="cosine")
-    with tempfile.TemporaryDirectory() as staging:  # Transformer loads from a folder
-        encoder.model.save_pretrained(staging)
-        encoder.tokenizer.save_pretrained(staging)
-        transformer = Transformer(staging, max_seq_length=info.max_length)
-    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode=mode)
-    return SentenceTransformer(modules=[transformer, pooling], device=str(encoder.device),
+        modules = [SentrayEncoder(encoder, info.extra)]
+    else:
+        with tempfile.TemporaryDirectory() as staging:  # Transformer loads from a folder
+            encoder.model.save_pretrained(staging)
+            encoder.tokenizer.save_pretrained(staging)
+            transformer = Transformer(staging, max_seq_length=info.max_length)
+        modules = [transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=mode)]
+    if info.extra["normalize"]:
+        modules.append(Normalize())  # (B, D) -> unit rows, as the embed job stores them
+    return SentenceTransformer(modules=modules, device=str(encoder.device),
                                similarity_fn_name="cosine")

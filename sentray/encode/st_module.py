@@ -4,7 +4,9 @@ A folder written by `sentray.encode.export.save_model_directory` (`jobs/evaluate
 DIR`, training's OUTPUT/best-st) holds the Hugging Face model files at its root, `sentray.json`
 naming the pooling, Ditto head and max_length, and sentence-transformers' own files: its
 Transformer + Pooling modules for mean and [CLS]; for Ditto and the other sentray poolings one
-`SentrayEncoder` module, which runs the same `PooledEncoder` as every sentray job, so
+`SentrayEncoder` module, which runs the same `PooledEncoder` as every sentray job; either way
+followed by sentence-transformers' `Normalize` when the source model normalizes (sentray.json's
+`normalize`, which sentray's jobs read), so
 
     SentenceTransformer(DIR, trust_remote_code=True).encode(texts)
         == SentenceEncoder(EncoderConfig(model=DIR)).encode(texts)
@@ -91,10 +93,11 @@ def load_sentence_transformer(folder: str | Path, device: str | None = None):
     `trust_remote_code=True`, and that flag trusts whatever class a folder's `modules.json`
     names (its `module_classes` way of naming trusted classes is private, "not a way around the
     flag"). So: a folder of sentence-transformers' own modules (mean, [CLS]) loads as it is; a
-    folder whose one module is sentray's `SentrayEncoder` gets that class from the installed
-    sentray package, built here; any other module type is refused (no code of the folder's
-    choosing runs)."""
+    folder whose module is sentray's `SentrayEncoder` (then, for a normalizing model,
+    sentence-transformers' `Normalize`) gets that class from the installed sentray package,
+    built here; any other module type is refused (no code of the folder's choosing runs)."""
     from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize
 
     folder = Path(folder)
     modules_file = folder / "modules.json"
@@ -104,8 +107,13 @@ def load_sentence_transformer(folder: str | Path, device: str | None = None):
     types = [module["type"] for module in json.loads(modules_file.read_text())]
     if all(kind.startswith("sentence_transformers.") for kind in types):
         return SentenceTransformer(str(folder), device=device)
-    if types != [MODULE_TYPE]:
+    # sentence-transformers' own Normalize under any of its import paths; built here, never
+    # imported by the folder's name
+    normalized = (len(types) == 2 and types[1].startswith("sentence_transformers.")
+                  and types[1].endswith(".Normalize"))
+    if types[:1] != [MODULE_TYPE] or (len(types) > 1 and not normalized):
         raise ValueError(f"{modules_file} names modules {types}: not a folder sentray wrote. "
                          "Load it with SentenceTransformer(..., trust_remote_code=True) only if "
                          "you trust the code those classes run.")
-    return SentenceTransformer(modules=[SentrayEncoder.load(str(folder))], device=device)
+    modules = [SentrayEncoder.load(str(folder))] + ([Normalize()] if normalized else [])
+    return SentenceTransformer(modules=modules, device=device)

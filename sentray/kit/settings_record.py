@@ -10,10 +10,23 @@ import json
 from sentray.kit import storage
 
 SETTINGS_FILE = "_settings.json"
+# A setting that only names what another identifies exactly: `model` (a Hub id, a name, or a
+# folder: the same weights under three spellings) beside `model_files` (a digest of the files
+# themselves). The name is recorded for the reader, and compared only when the files could not
+# be fingerprinted (a Hub id not in the local cache: `model_files` is then "hub:<id>").
+NAMED_BY = {"model": "model_files"}
+
+
+def comparable(settings: dict) -> dict:
+    """`settings` without the names that their identifying setting makes redundant."""
+    dropped = {name for name, identity in NAMED_BY.items()
+               if not str(settings.get(identity, "hub:")).startswith("hub:")}
+    return {key: value for key, value in settings.items() if key not in dropped}
 
 
 def settings_digest(settings: dict) -> str:
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(comparable(settings), sort_keys=True,
+                                     default=str).encode()).hexdigest()
 
 
 def read_json(location: storage.Location) -> dict | None:
@@ -38,9 +51,11 @@ def write_settings(folder: storage.Location, settings: dict, job: str) -> None:
     write_json(folder.join(SETTINGS_FILE), {"job": job, "settings": settings})
 
 
-def differences(stored: dict, wanted: dict) -> list[str]:
-    """'key: stored value (stored) != this run's value (this run)' for each key that differs."""
-    keys = sorted(set(stored) | set(wanted))
+def differences(stored: dict, wanted: dict, ignore: tuple[str, ...] = ()) -> list[str]:
+    """'key: stored value (stored) != this run's value (this run)' for each key that differs
+    (a model's name is not compared where its files are: `comparable`), but those in `ignore`."""
+    stored, wanted = comparable(stored), comparable(wanted)
+    keys = sorted((set(stored) | set(wanted)) - set(ignore))
     return [f"{key}: {stored.get(key)!r} (stored) != {wanted.get(key)!r} (this run)"
             for key in keys if stored.get(key) != wanted.get(key)]
 

@@ -155,7 +155,8 @@ def test_awkward_lines(ray_cluster, embed_job, reference_encoder, tmp_path):
     (in_dir / "bad.txt").write_bytes(b"\n".join(raw for raw, _, _ in lines) + b"\n")
     output = tmp_path / "out"
 
-    summary = embed_job.main(["--input", str(in_dir), "--output", str(output), *RAY_ARGS])
+    summary = embed_job.main(["--input", str(in_dir), "--output", str(output), *RAY_ARGS,
+                              "--rows-per-file", "0"])  # a part per block, no compaction
 
     n = len(lines)
     assert n > 3 * 64
@@ -285,6 +286,36 @@ def test_parquet_ids_nulls_custom_column_and_empty_file(ray_cluster, embed_job,
     assert again["status"] == counts and again["incomplete_sources"] == []
 
 
+@pytest.mark.ray
+@pytest.mark.slow
+def test_blocks_with_nothing_to_encode(ray_cluster, embed_job, brown_corpus, tmp_path):
+    """Issue 33's two crashes, as a user met them: a small Parquet file whose small blocks hold
+    only nulls and blanks, and a file of 100 lines followed by the same 100 lines (the second
+    half's blocks are all repeats, in the actors' caches)."""
+    rows = ["A normal sentence.", None, "", "   ", "x" * 10_000,
+            "emoji \U0001F600 and \u4e2d\u6587 and \u05e2\u05d1\u05e8\u05d9\u05ea",
+            "ctl\x00\x07chars", "Last one."]
+    pq.write_table(pa.table({"id": list(range(8)), "text": rows}), tmp_path / "odd.parquet")
+    summary = embed_job.main(["--input", str(tmp_path / "odd.parquet"), "--output",
+                              str(tmp_path / "out1"), "--id-column", "id", *RAY_ARGS])
+    table = read_all_output(tmp_path / "out1")
+    assert table.column("id").to_pylist() == list(range(8))
+    assert table.column("status").to_pylist() == ["ok", "null", "empty", "empty", "truncated",
+                                                  "ok", "ok", "ok"]
+    assert summary["rows_in"] == summary["rows_out"] == 8
+
+    lines = brown_corpus.read_text().splitlines()[:100]
+    (tmp_path / "twice.txt").write_text("\n".join(lines + lines) + "\n")
+    # one actor, blocks of 50: the last two blocks hold only texts its cache has
+    summary = embed_job.main(["--input", str(tmp_path / "twice.txt"), "--output",
+                              str(tmp_path / "out2"), "--actors", "1", "--rows-per-batch", "50"])
+    table = read_all_output(tmp_path / "out2")
+    assert table.num_rows == summary["rows_out"] == 200
+    vectors = table.column("embedding").to_pylist()
+    assert all(vectors[i] == vectors[i + 100] for i in range(100))  # a repeat: its twin's
+    assert summary["rows_not_encoded"] == 100 + len(lines) - len(set(lines))
+
+
 def test_missing_text_column_fails_before_writing(embed_job, tmp_path):
     in_dir = tmp_path / "in"
     in_dir.mkdir()
@@ -350,7 +381,8 @@ def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, t
     (in_dir / "empty.txt").write_bytes(b"")
     (in_dir / "bom-only.txt").write_bytes(b"\xef\xbb\xbf")  # also 0 lines
     output = tmp_path / "out"
-    args = ["--input", str(in_dir), "--output", str(output), *RAY_ARGS]
+    # a part per block (no compaction): the resume inside a file is what is tested
+    args = ["--input", str(in_dir), "--output", str(output), *RAY_ARGS, "--rows-per-file", "0"]
     keys = source_keys(in_dir)
 
     first = embed_job.main(args)
@@ -396,9 +428,15 @@ def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, t
     monkeypatch.setattr(ray.data, "read_datasource", must_not_run)
     monkeypatch.setattr(EmbedBatch, "__init__", must_not_run)
     monkeypatch.setattr(SentenceEncoder, "__init__", must_not_run)
+    recorded = {name: (output / name).read_bytes() for name in ("_summary.json", "_config.yaml")}
     third = embed_job.main(args)
     assert third["processed_this_run"] == []
     assert third["rows_out"] == sum(sizes.values())
+    # a rerun with nothing to do writes nothing: the runs that did the work keep their record
+    assert {name: (output / name).read_bytes() for name in recorded} == recorded
+    runs = json.loads(recorded["_summary.json"])["runs"]
+    assert [run["processed_this_run"] for run in runs] == [
+        first["processed_this_run"], second["processed_this_run"]]
     assert sorted(read_all_output(output).column("id").to_pylist()) == expected_ids
 
 
@@ -616,17 +654,24 @@ def test_int8_chunked_output_a_refused_rerun_and_overwrite(ray_cluster, embed_jo
     codes = np.stack([np.asarray(v) for v in table.column("embedding").to_pylist()[:4]
                       if v is not None])
     assert (codes[0] == codes[1]).all() and (codes[0] == codes[3]).all()
-    recorded = json.loads(pq.read_schema(part_files(output / source_keys(corpus)["in.txt"])[0])
-                          .metadata[b"sentray.vectors"])
-    assert recorded == {"model": "all-MiniLM-L6-v2", "pooling": "last_avg", "head": None,
-                        "dimension": 128, "normalize": True, "output_dtype": "int8",
-                        "long_text": "chunk"}
+    # each file describes itself: the settings of _settings.json and the code book itself
+    one_file = part_files(output / source_keys(corpus)["in.txt"])[0]
+    recorded = json.loads(pq.read_schema(one_file).metadata[b"sentray.vectors"])
     quantization = json.loads((output / "_quantization.json").read_text())
     assert quantization["dtype"] == "int8" and len(quantization["ranges"]["minimum"]) == 128
+    settings = json.loads((output / "_settings.json").read_text())["settings"]
+    assert recorded == {**settings, "code_book": quantization["ranges"]}
+    assert {key: recorded[key] for key in ("model", "pooling", "head", "dimension", "normalize",
+                                           "output_dtype", "long_text", "max_length")} == {
+        "model": "all-MiniLM-L6-v2", "pooling": "last_avg", "head": None, "dimension": 128,
+        "normalize": True, "output_dtype": "int8", "long_text": "chunk", "max_length": 256}
     # a query coded with the stored code book matches its row: one code apart at most, where
-    # float rounding of another batch crosses a step's edge
+    # float rounding of another batch crosses a step's edge; the same from one file alone
     query = QueryEncoder(str(output)).encode([GUITAR])[0]
     assert np.abs(query.astype(int) - codes[0].astype(int)).max() <= 1
+    copied = tmp_path / "copied.parquet"
+    copied.write_bytes(one_file.read_bytes())
+    assert (QueryEncoder(str(copied)).encode([GUITAR])[0] == query).all()
     ids = table.column("id").to_pylist()
     assert run_readme_example(output, capsys)[0] in ids[:4:1]  # a guitar row comes first
 

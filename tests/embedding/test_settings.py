@@ -1,6 +1,8 @@
 """A rerun never mixes two configurations: every setting a stored vector depends on is recorded,
-and a rerun into the same output that changes any of them stops before Ray starts, naming the
-setting with both values, and touches nothing."""
+and a rerun into the same output that changes any of them stops before Ray starts (and before
+an int8 code book is calibrated), naming the setting with both values, and touches nothing;
+a rerun whose settings leave every vector the same (the model by another name, --format text
+over text files, --truncate-dim of the whole dimension) is not refused."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 from conftest import make_tiny_bert
 
 from sentray.corpus import output_claims
-from sentray.corpus.sources import CorpusConfig
+from sentray.corpus.sources import CorpusConfig, Source
 from sentray.embedding import vectors
 from sentray.embedding.config import EmbedConfig, VectorConfig
 from sentray.embedding.job import embed_settings, run_embedding
@@ -33,6 +35,10 @@ def models(tmp_path_factory, tiny_model_dir, tokenizer):
     return {"base": str(tiny_model_dir), "weights": str(other_weights), "renamed": str(renamed)}
 
 
+# The input as the settings see it: a text file read as its suffix says.
+SOURCES = [Source("/in/a.txt", "/in/a.txt", None, "a.txt", "text")]
+
+
 def base_config(model: str, output: str) -> EmbedConfig:
     return EmbedConfig(corpus=CorpusConfig(input="unused.txt"), output=output,
                        encoder=EncoderConfig(model=model, pooling="ditto", head="0-1",
@@ -52,7 +58,6 @@ def variants(models) -> dict[str, callable]:
         return lambda c: dataclasses.replace(c, corpus=dataclasses.replace(c.corpus, **kw))
 
     return {
-        "model": encoder(model=models["renamed"]),
         "model_files": encoder(model=models["weights"]),
         "pooling": encoder(pooling="last_avg", head=None),
         "head": encoder(head="1-2"),
@@ -66,7 +71,6 @@ def variants(models) -> dict[str, callable]:
         "max_windows": vector(max_windows=4),
         "text_column": corpus(text_column="body"),
         "id_column": corpus(id_column="key"),
-        "format": corpus(format="text"),
     }
 
 
@@ -81,19 +85,21 @@ def stored_output(tmp_path, settings: dict) -> storage.Location:
 
 
 def test_every_setting_the_vectors_depend_on_is_recorded(models, tmp_path):
-    settings = embed_settings(base_config(models["base"], str(tmp_path)).resolved(), None)
-    assert set(variants(models)) | {"dimension", "quantization_ranges"} <= set(settings)
+    settings = embed_settings(base_config(models["base"], str(tmp_path)).resolved(), None,
+                              SOURCES)
+    assert set(variants(models)) | {"dimension", "quantization_ranges", "model",
+                                    "format"} <= set(settings)
 
 
-@pytest.mark.parametrize("key", ["model", "model_files", "pooling", "head", "max_length",
+@pytest.mark.parametrize("key", ["model_files", "pooling", "head", "max_length",
                                  "precision", "truncate_dim", "normalize", "output_dtype",
                                  "long_text", "chunk_overlap", "max_windows", "text_column",
-                                 "id_column", "format"])
+                                 "id_column"])
 def test_a_rerun_that_changes_a_setting_is_refused_naming_it(models, tmp_path, key):
     base = base_config(models["base"], str(tmp_path / "out")).resolved()
-    stored = embed_settings(base, None)
+    stored = embed_settings(base, None, SOURCES)
     output = stored_output(tmp_path, stored)
-    changed = embed_settings(variants(models)[key](base).resolved(), None)
+    changed = embed_settings(variants(models)[key](base).resolved(), None, SOURCES)
     assert changed[key] != stored[key]
     with pytest.raises(ValueError) as info:
         output_claims.check_settings([output], changed)
@@ -109,10 +115,69 @@ def test_other_quantization_ranges_are_refused(models, tmp_path):
     base = base_config(models["base"], str(tmp_path / "out")).resolved()
     base = dataclasses.replace(base, vector=dataclasses.replace(base.vector, output_dtype="int8"))
     ranges = vectors.Ranges(np.zeros(32, np.float32), np.ones(32, np.float32))
-    output = stored_output(tmp_path, embed_settings(base, ranges))
+    output = stored_output(tmp_path, embed_settings(base, ranges, SOURCES))
     other = vectors.Ranges(np.zeros(32, np.float32), np.full(32, 2.0, np.float32))
     with pytest.raises(ValueError, match="quantization_ranges"):
-        output_claims.check_settings([output], embed_settings(base, other))
+        output_claims.check_settings([output], embed_settings(base, other, SOURCES))
+
+
+@pytest.mark.parametrize("change", ["model by another name", "format text over text files",
+                                    "truncate_dim of the whole dimension"])
+def test_settings_that_leave_every_vector_the_same_are_not_refused(models, tmp_path, change):
+    base = base_config(models["base"], str(tmp_path / "out"))
+    stored = embed_settings(base.resolved(), None, SOURCES)
+    output = stored_output(tmp_path, stored)
+    other = {
+        # a copy of the same files in another folder: the same weights, another string
+        "model by another name": lambda c: dataclasses.replace(
+            c, encoder=dataclasses.replace(c.encoder, model=models["renamed"])),
+        "format text over text files": lambda c: dataclasses.replace(
+            c, corpus=dataclasses.replace(c.corpus, format="text")),
+        "truncate_dim of the whole dimension": lambda c: dataclasses.replace(
+            c, vector=dataclasses.replace(c.vector, truncate_dim=32)),  # the tiny model's
+    }[change](base)
+    settings = embed_settings(other.resolved(), None, SOURCES)
+    output_claims.check_settings([output], settings)  # not refused
+    assert output_claims.RunClaim(output, settings).digest == output_claims.RunClaim(
+        output, stored).digest  # and a run beside it with either is the same run
+
+
+def test_a_format_that_overrides_the_suffix_is_a_setting(models, tmp_path):
+    """A .dat file read as text, then as Parquet: other rows, other vectors."""
+    base = base_config(models["base"], str(tmp_path / "out")).resolved()
+    as_text = dataclasses.replace(base, corpus=dataclasses.replace(base.corpus, format="text"))
+    as_parquet = dataclasses.replace(base, corpus=dataclasses.replace(base.corpus,
+                                                                      format="parquet"))
+    data = [Source("/in/a.dat", "/in/a.dat", None, "a.dat", "text")]
+    stored = embed_settings(as_text, None, data)
+    assert stored["format"] == "text"
+    output = stored_output(tmp_path, stored)
+    parquet = [dataclasses.replace(data[0], format="parquet")]
+    with pytest.raises(ValueError, match="format: 'text' \\(stored\\) != 'parquet'"):
+        output_claims.check_settings([output], embed_settings(as_parquet, None, parquet))
+
+
+def test_an_int8_rerun_is_refused_before_calibrating(models, tmp_path, monkeypatch):
+    """Calibration embeds calibration_rows texts (minutes on a CPU): a rerun that will be
+    refused is refused first."""
+    from sentray.embedding import calibration
+
+    corpus = tmp_path / "in.txt"
+    corpus.write_text("One sentence.\nTwo sentences.\nThree of them.\n")
+    config = dataclasses.replace(base_config(models["base"], str(tmp_path / "out")),
+                                 corpus=CorpusConfig(input=str(corpus)))
+    config = dataclasses.replace(config, vector=dataclasses.replace(config.vector,
+                                                                    output_dtype="int8"))
+    sources = [Source(str(corpus), str(corpus), None, "in.txt", "text")]
+    stored_output(tmp_path, embed_settings(config.resolved(), None, sources))
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("calibrated for a run that is refused")
+
+    monkeypatch.setattr(calibration, "calibrate", must_not_run)
+    changed = variants(models)["long_text"](config)
+    with pytest.raises(ValueError, match="long_text: 'chunk' \\(stored\\) != 'truncate'"):
+        run_embedding(changed)
 
 
 def test_the_job_refuses_before_ray_starts_and_touches_nothing(models, tmp_path, monkeypatch):
@@ -122,7 +187,8 @@ def test_the_job_refuses_before_ray_starts_and_touches_nothing(models, tmp_path,
     corpus.write_text("One sentence.\nTwo sentences.\n")
     config = dataclasses.replace(base_config(models["base"], str(tmp_path / "out")),
                                  corpus=CorpusConfig(input=str(corpus)))
-    output = stored_output(tmp_path, embed_settings(config.resolved(), None))
+    sources = [Source(str(corpus), str(corpus), None, "in.txt", "text")]
+    output = stored_output(tmp_path, embed_settings(config.resolved(), None, sources))
     before = sorted((p, p.stat().st_mtime_ns) for p in (tmp_path / "out").rglob("*"))
 
     def must_not_run(*args, **kwargs):
