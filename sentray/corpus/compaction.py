@@ -1,6 +1,6 @@
 """Output files of a sensible size, decoupled from the actors' blocks: once an input file is
 done, its parts (a block each) are merged into files of `rows_per_file` rows, as Ray tasks (one
-per output file, spread over the cluster). A merged file is named by the run of rows it holds,
+per output file, spread over the cluster), or in the driver when there are few rows to merge. A merged file is named by the run of rows it holds,
 like any part, and written atomically (renamed into place; an S3 object appears whole); only then
 are the parts it merged deleted. A compaction stopped in between leaves parts inside a bigger
 part, which the next run deletes (`source_runs`): no row is ever counted twice or lost.
@@ -23,6 +23,11 @@ from sentray.corpus.sources import Source
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
+
+
+# Up to this many rows to merge (~30 MB of 384-d float32 vectors), the driver merges them
+# itself: a Ray task would first wait seconds for a worker process to start and import.
+DRIVER_MERGE_ROWS = 20_000
 
 
 def groups_of(parts: Sequence[Part], rows_per_file: int) -> list[list[Part]]:
@@ -91,7 +96,10 @@ def compact(folder: storage.Location, sources: Sequence[Source], rows_per_file: 
         before += len(runs.parts)
         groups += groups_of(runs.parts, rows_per_file)
     merging = [group for group in groups if len(group) > 1]
-    if merging:
+    if sum(part.rows for group in merging for part in group) <= DRIVER_MERGE_ROWS:
+        for group in merging:  # a few MB: here, sooner than a Ray worker starts and imports
+            merge_parts(group)
+    elif merging:
         task = ray.remote(num_cpus=1, max_retries=3)(merge_parts)
         ray.get([task.remote(group) for group in merging])
     stats = {"files_before": before, "files_after": len(groups),

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sentray.corpus import output_claims, part_files
+from sentray.corpus import output_claims, part_files, run_record
 from sentray.corpus.compaction import compact, needs_compaction
 from sentray.corpus.reading import corpus_datasource, read_tasks
 from sentray.corpus.row_progress import RowProgress
@@ -35,9 +35,6 @@ from sentray.kit.ray_cluster import local_cpus
 from sentray.kit.settings_record import write_settings
 
 logger = logging.getLogger(__name__)
-
-SUMMARY_FILE = "_summary.json"
-
 
 @dataclass(frozen=True)
 class ActorPoolConfig:
@@ -190,18 +187,6 @@ def run_actor_pool(pending: Sequence[Pending], corpus: CorpusConfig, actor_class
     return timings
 
 
-def write_summary(folder: storage.Location, summary: dict) -> None:
-    storage.write_bytes(folder.join(SUMMARY_FILE),
-                        json.dumps(summary, indent=1, default=str).encode())
-
-
-def read_summary(folder: storage.Location) -> dict | None:
-    """The output's `_summary.json`, or None (none yet, or unreadable)."""
-    from sentray.kit.settings_record import read_json
-
-    return read_json(folder.join(SUMMARY_FILE))
-
-
 # -- the driver -----------------------------------------------------------------------------------
 
 
@@ -296,29 +281,21 @@ def _run_corpus_job(job: CorpusJob) -> dict:
             timings["summary"] = round(time.perf_counter() - counting, 2)
         rows_this_run = sum(p.rows if p.runs is not None else
                             source_runs(folders, p.source).total or 0 for p in todo)
-        this_run = {
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
-            "processed_this_run": [s.uri for s in empty + [p.source for p in todo]],
-            "rows_this_run": rows_this_run, "seconds": round(seconds, 2),
-            "sentences_per_second": round(rows_this_run / seconds, 1) if todo else None,
-            "timings": timings}
+        run = run_record.this_run(started_at, [s.uri for s in empty + [p.source for p in todo]],
+                                  rows_this_run if todo else 0, seconds, timings)
         rows_out = sum(summary[key] for key in job.rows_out_keys)
         if summary["incomplete_sources"] or summary["rows_in"] != rows_out:
             raise RuntimeError(f"row accounting failed: {json.dumps(summary, default=str)}")
-        previous = read_summary(folders[0])
+        previous = run_record.read_summary(folders[0])
         if previous is not None and not empty and timings is None:
             logger.info("nothing to do: every row of the %d input files is in %s already; its "
                         "summary and config are kept as the runs that wrote them left them",
                         len(sources), folders[0].uri)
-            return {**previous, **summary, **this_run}  # this run's figures, not written
-        runs = [] if previous is None or job.overwrite else previous.get("runs", [])
-        summary.update(this_run)  # the latest run's figures at the top, as before
-        summary.update({
-            "settings": job.settings,
-            "config": json.loads(json.dumps(dataclasses.asdict(job.config), default=str)),
-            "runs": [*runs, this_run],  # every run that did work in this output, oldest first
-        })
-        write_summary(folders[0], summary)
+            return {**previous, **summary, **run}  # this run's figures, not written
+        summary = run_record.recorded(
+            previous, summary, run, job.settings,
+            json.loads(json.dumps(dataclasses.asdict(job.config), default=str)), job.overwrite)
+        run_record.write_summary(folders[0], summary)
         config_files.write_config(job.config, job.folders[0], job=job.name,
                                   s3_endpoint=job.corpus.s3_endpoint)
     return summary

@@ -649,7 +649,8 @@ def test_a_rerun_that_changes_the_model_is_refused_one_that_extends_it_is_not(tm
                "objective": "simcse", "model": str(tiny_model_dir), "input": "other"}
     for key, value in changes.items():
         changed = dataclasses.replace(config, **{key: value})
-        with pytest.raises(ValueError, match=f"{key}: .* \\(stored\\) != .* \\(this run\\)"):
+        named = "model_files" if key == "model" else key  # another model: its files differ
+        with pytest.raises(ValueError, match=f"{named}: .* \\(stored\\) != .* \\(this run\\)"):
             _claim_run_folder(changed, output, run)
     # a run with the MLP also depends on its init; one recorded before --mlp-init had PyTorch's
     with_mlp = dataclasses.replace(config, mlp=True, name="mlp")

@@ -102,3 +102,37 @@ def test_a_summary_reads_value_counts_from_footers_and_counts_older_parts_itself
     read.clear()
     assert part_files.read_counts(merged, columns=("status",)) == expected
     assert read == []
+
+
+def test_few_rows_merge_in_the_driver_many_in_ray_tasks(tmp_path, monkeypatch):
+    """`compact` merges a few rows in the driver (no Ray task to wait for) and more as Ray tasks
+    (here: the threshold set to 0, with Ray's remote replaced by an in-process stand-in that
+    records the calls); both give the same files."""
+    import ray
+
+    from sentray.corpus import compaction
+
+    calls = []
+
+    class Remote:
+        def __init__(self, function):
+            self.function = function
+
+        def remote(self, group):
+            calls.append(len(group))
+            return self.function(group)
+
+    monkeypatch.setattr(ray, "remote", lambda **options: Remote)
+    monkeypatch.setattr(ray, "get", lambda results: results)
+    names = []
+    for threshold, folder in ((compaction.DRIVER_MERGE_ROWS, "driver"), (0, "tasks")):
+        monkeypatch.setattr(compaction, "DRIVER_MERGE_ROWS", threshold)
+        out = storage.locate(str(tmp_path / folder))
+        for first, end in [(0, 10), (10, 20), (20, 25), (25, 40)]:
+            part_files.write_part(out, "k", block(first, end, 40))
+        stats = compaction.compact(out, [keyed_source(40)], rows_per_file=20)
+        assert (stats["files_before"], stats["files_after"]) == (4, 2)
+        names.append(sorted(p.name for p in (tmp_path / folder / "k").iterdir()))
+    assert names[0] == names[1] == [part_files.part_name(0, 20, 40),
+                                    part_files.part_name(20, 40, 40)]
+    assert calls == [2, 2]  # only the second compaction used tasks

@@ -121,8 +121,10 @@ def assert_complete_embedding(summary: dict, output: Path, expected: list[str],
 
 
 def embed_args(corpus: Path, output: Path, model_dir: Path, *extra: str) -> list[str]:
+    """A part per block (--rows-per-file 0): the drills check which parts survive a fault."""
     return ["--input", str(corpus), "--output", str(output), "--model", str(model_dir),
-            "--pooling", "mean", "--actors", "2", "--rows-per-batch", "50", *extra]
+            "--pooling", "mean", "--actors", "2", "--rows-per-batch", "50",
+            "--rows-per-file", "0", *extra]
 
 
 def kill_a_node_hosting(cluster, marker: str) -> int:

@@ -289,29 +289,28 @@ def test_parquet_ids_nulls_custom_column_and_empty_file(ray_cluster, embed_job,
 @pytest.mark.ray
 @pytest.mark.slow
 def test_blocks_with_nothing_to_encode(ray_cluster, embed_job, brown_corpus, tmp_path):
-    """Issue 33's two crashes, as a user met them: a small Parquet file whose small blocks hold
-    only nulls and blanks, and a file of 100 lines followed by the same 100 lines (the second
-    half's blocks are all repeats, in the actors' caches)."""
+    """Issue 33's two crashes, as a user met them, in one run (one actor, blocks of 2 rows): an
+    8-row Parquet file whose second block holds only blanks, and 100 Brown lines followed by
+    the same 100 lines, whose second half's blocks are all in the actor's cache."""
     rows = ["A normal sentence.", None, "", "   ", "x" * 10_000,
             "emoji \U0001F600 and \u4e2d\u6587 and \u05e2\u05d1\u05e8\u05d9\u05ea",
             "ctl\x00\x07chars", "Last one."]
-    pq.write_table(pa.table({"id": list(range(8)), "text": rows}), tmp_path / "odd.parquet")
-    summary = embed_job.main(["--input", str(tmp_path / "odd.parquet"), "--output",
-                              str(tmp_path / "out1"), "--id-column", "id", *RAY_ARGS])
-    table = read_all_output(tmp_path / "out1")
-    assert table.column("id").to_pylist() == list(range(8))
-    assert table.column("status").to_pylist() == ["ok", "null", "empty", "empty", "truncated",
-                                                  "ok", "ok", "ok"]
-    assert summary["rows_in"] == summary["rows_out"] == 8
-
+    in_dir = tmp_path / "in"
+    in_dir.mkdir()
+    pq.write_table(pa.table({"id": list(range(8)), "text": rows}), in_dir / "a-odd.parquet")
     lines = brown_corpus.read_text().splitlines()[:100]
-    (tmp_path / "twice.txt").write_text("\n".join(lines + lines) + "\n")
-    # one actor, blocks of 50: the last two blocks hold only texts its cache has
-    summary = embed_job.main(["--input", str(tmp_path / "twice.txt"), "--output",
-                              str(tmp_path / "out2"), "--actors", "1", "--rows-per-batch", "50"])
-    table = read_all_output(tmp_path / "out2")
-    assert table.num_rows == summary["rows_out"] == 200
-    vectors = table.column("embedding").to_pylist()
+    pq.write_table(pa.table({"id": list(range(1000, 1200)), "text": lines + lines}),
+                   in_dir / "b-twice.parquet")
+    summary = embed_job.main(["--input", str(in_dir), "--output", str(tmp_path / "out"),
+                              "--id-column", "id", "--actors", "1", "--rows-per-batch", "2"])
+    assert summary["rows_in"] == summary["rows_out"] == 208
+    keys = source_keys(in_dir, id_column="id")
+    odd = read_source_output(tmp_path / "out" / keys["a-odd.parquet"])
+    assert odd.column("id").to_pylist() == list(range(8))
+    assert odd.column("status").to_pylist() == ["ok", "null", "empty", "empty", "truncated",
+                                                "ok", "ok", "ok"]
+    twice = read_source_output(tmp_path / "out" / keys["b-twice.parquet"])
+    vectors = twice.column("embedding").to_pylist()
     assert all(vectors[i] == vectors[i + 100] for i in range(100))  # a repeat: its twin's
     assert summary["rows_not_encoded"] == 100 + len(lines) - len(set(lines))
 
