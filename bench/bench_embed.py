@@ -2,7 +2,9 @@
 same model, at every corpus size of `--sizes`, in one run:
 
 - sentence-transformers `encode` (torch, its default batch of 32 and its own length sorting),
-  model load included;
+  model load included; and the same with bf16 weights where the CPU runs bf16 natively (AMX or
+  AVX512-BF16: `--bf16-peer` times it elsewhere too), so that "fastest peer" is the fastest
+  configuration a user could write in a few lines;
 - sentence-transformers' ONNX backend (`backend="onnx"`, exported once before timing, load
   included), run by `--onnx-python`: an interpreter with `optimum-onnx[onnxruntime]`, which pins
   transformers < 4.58 and so cannot share sentray's environment (see README, Benchmarks);
@@ -76,14 +78,36 @@ def encoder_padding(encoder, token_ids: list[list[int]], block_rows: int) -> flo
     return padding(batches)
 
 
-def run_peer(model_path: str, sentences: list[str], batch_size: int) -> float:
+def run_peer(model_path: str, sentences: list[str], batch_size: int,
+             bf16: bool = False) -> float:
+    """sentence-transformers' `encode`, model load included; `bf16`: its weights in bfloat16
+    (`model_kwargs={"torch_dtype": torch.bfloat16}`), the fastest CPU configuration a user
+    could write in a few lines where the CPU runs bf16 natively."""
+    import torch
     from sentence_transformers import SentenceTransformer
 
     start = time.perf_counter()
-    model = SentenceTransformer(model_path, device="cpu")
+    model = SentenceTransformer(model_path, device="cpu", model_kwargs={
+        "torch_dtype": torch.bfloat16} if bf16 else None)
     vectors = model.encode(sentences, batch_size=batch_size)
     assert vectors.shape[0] == len(sentences)
     return time.perf_counter() - start
+
+
+def native_bf16() -> bool:
+    from sentray.encode.precision import cpu_bf16_native
+
+    return cpu_bf16_native()
+
+
+def cpu_line() -> str:
+    """Which CPU this ran on, and whether it runs bf16 natively."""
+    from sentray.encode.precision import BF16_CPU_FLAGS, cpu_bf16_features, cpu_info
+
+    features = cpu_bf16_features()
+    bf16 = (f"native bf16 ({', '.join(features)})" if features
+            else f"bf16 emulated (no {' or '.join(BF16_CPU_FLAGS)})")
+    return f"CPU: {cpu_info()['name']}, {os.cpu_count()} CPUs, {bf16}"
 
 
 def run_onnx_peer(python: str, model_path: str, corpus: Path, batch_size: int) -> float:
@@ -170,6 +194,11 @@ def measure(size: int, all_sentences: list[str], args, smallest: bool) -> list[d
     runs.append({"run": f"sentence-transformers torch (batch {args.peer_batch_size})",
                  "seconds": run_peer(model_path, sentences, args.peer_batch_size), "peer": True,
                  "padding": peer_padding(lengths, sentences, args.peer_batch_size)})
+    if native_bf16() or args.bf16_peer:  # emulated bf16 is ~6x slower: no peer worth the wait
+        runs.append({"run": f"sentence-transformers torch bf16 (batch {args.peer_batch_size})",
+                     "seconds": run_peer(model_path, sentences, args.peer_batch_size, bf16=True),
+                     "peer": True,
+                     "padding": peer_padding(lengths, sentences, args.peer_batch_size)})
     runs.append({"run": "sentray encoder in-process, batch 32", "peer": False,
                  "seconds": run_in_process(args.model, sentences), "padding": whole})
     if smallest:
@@ -225,6 +254,9 @@ def main() -> None:
     parser.add_argument("--max-tokens-per-batch", type=int, default=2048,
                         help="the token budget compared with fixed batches of 32 (default: "
                              "%(default)s = 32 x 64 tokens)")
+    parser.add_argument("--bf16-peer", action="store_true",
+                        help="time sentence-transformers in bf16 even where the CPU emulates "
+                             "it (default: only where native)")
     parser.add_argument("--padding-only", action="store_true",
                         help="print the batching table only (seconds, no model run)")
     parser.add_argument("--json", default=None, help="also write every figure to this file")
@@ -234,6 +266,7 @@ def main() -> None:
     sentences = Path(args.corpus).read_text(encoding="utf-8").splitlines()[:max(sizes)]
     if len(sentences) < max(sizes):
         raise SystemExit(f"{args.corpus} has {len(sentences)} lines, fewer than {max(sizes)}")
+    print(cpu_line())
     print(padding_table(args.model, sentences[:sizes[0]], 32, args.max_tokens_per_batch))
     if args.padding_only:
         return

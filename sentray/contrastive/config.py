@@ -62,7 +62,8 @@ class TrainConfig:
     workers: int = 1  # DDP workers
     use_gpu: bool = False  # one GPU per worker
     cpus_per_worker: float = 1.0  # CPUs per worker, also its torch threads on CPU
-    precision: Precision = "fp32"  # AMP dtype on GPU
+    # autocast dtype: fp16 or bf16 on GPU; bf16 on CPU (native with AMX or AVX512-BF16)
+    precision: Precision = "fp32"
     max_failures: int = 3  # worker-group restarts from the last checkpoint before giving up
     keep_checkpoints: int = 1  # best checkpoints by STS-B dev kept besides the latest
     log_steps: int = 10  # one log line every N steps
@@ -105,9 +106,12 @@ class TrainConfig:
         if self.temperature <= 0 or self.lr <= 0 or self.weight_decay < 0:
             raise ValueError("temperature and lr must be > 0 and weight_decay >= 0, got "
                              f"{self.temperature}, {self.lr}, {self.weight_decay}")
-        if self.precision != "fp32" and not self.use_gpu:
-            raise ValueError(f"precision {self.precision!r} is AMP on GPU; add --use-gpu or use "
-                             "fp32")
+        if self.precision == "auto":
+            raise ValueError("precision 'auto' is for encoding; for training choose fp16, bf16 "
+                             "or fp32")
+        if self.precision == "fp16" and not self.use_gpu:
+            raise ValueError("precision 'fp16' is for GPU training (--use-gpu); on a CPU use "
+                             "bf16 (autocast; native with AMX or AVX512-BF16) or fp32")
         if self.cpus_per_worker <= 0 or self.max_failures < 0:
             raise ValueError("cpus_per_worker must be > 0 and max_failures >= 0")
         if self.name is not None and (not self.name or "/" in self.name):

@@ -150,7 +150,9 @@ class WorkerRun:
         self.optimizer = adamw(self.model, config.lr, config.weight_decay)
         self.scheduler = linear_schedule(self.optimizer, self.plan.total_steps,
                                          self.plan.warmup_steps(config.warmup_ratio))
-        self.amp = self.device.type == "cuda" and config.precision != "fp32"
+        # autocast: fp16/bf16 on a GPU, bf16 on a CPU (the config refuses fp16 there); the
+        # weights stay fp32 (the optimizer's master copy)
+        self.amp = config.precision != "fp32"
         self.amp_dtype = torch.float16 if config.precision == "fp16" else torch.bfloat16
         self.scaler = (torch.amp.GradScaler("cuda") if self.amp and config.precision == "fp16"
                        else None)

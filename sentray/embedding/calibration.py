@@ -79,7 +79,8 @@ def calibrate(config: EmbedConfig, sources: list[Source]) -> vectors.Ranges:
     from sentray.embedding.actor import EmbedBatch
 
     encoder = config.encoder
-    if not torch.cuda.is_available():  # a CPU driver of a GPU job: the same model in fp32
+    if encoder.device.startswith("cuda") and not torch.cuda.is_available():
+        # a CPU driver of a GPU job: the same model in fp32
         encoder = dataclasses.replace(encoder, device="cpu", precision="fp32")
     sample = sample_records(sources, config.corpus, config.vector.calibration_rows)
     if not sample.num_rows:

@@ -19,7 +19,9 @@ model, pooling, dimension, normalization and dtype (`sentray.vectors`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +34,8 @@ from sentray.embedding import calibration, vectors
 from sentray.embedding.actor import STATUSES, EmbedBatch
 from sentray.embedding.config import EmbedConfig
 from sentray.kit import storage
+
+logger = logging.getLogger(__name__)
 
 VECTORS_METADATA_KEY = b"sentray.vectors"
 
@@ -73,6 +77,20 @@ def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None,
         "text_column": corpus.text_column, "id_column": corpus.id_column,
         "format": read_format(corpus, sources),
     }
+
+
+def keep_stored_precision(config: EmbedConfig, output: storage.Location) -> EmbedConfig:
+    """--precision auto into an output that holds rows: the precision they were made in (a
+    machine that would decide otherwise must not mix fp32 and bf16 rows in one output)."""
+    from sentray.kit.settings_record import read_settings
+
+    stored = None if config.overwrite else read_settings(output)
+    if config.encoder.precision != "auto" or not stored or not stored.get("precision"):
+        return config
+    logger.info("precision auto: %s, as the rows in %s were made", stored["precision"],
+                output.uri)
+    return dataclasses.replace(config, encoder=dataclasses.replace(
+        config.encoder, precision=stored["precision"]))
 
 
 def read_format(corpus: CorpusConfig, sources: list[Source]) -> str:
@@ -130,8 +148,8 @@ def summarize(output: storage.Location, sources: list[Source]) -> dict:
 
 def run_embedding(config: EmbedConfig) -> dict:
     """Embed every row of the corpus into `config.output`; returns the summary."""
-    config = config.resolved()
     output = storage.locate(config.output, config.corpus.s3_endpoint)
+    config = keep_stored_precision(config, output).resolved()
     sources = discover_sources(config.corpus, exclude=[config.output])
     ranges = None
     if config.vector.output_dtype in vectors.SCALAR:

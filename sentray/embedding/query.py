@@ -37,8 +37,8 @@ class QueryEncoder:
                               max_windows=s["max_windows"] or VectorConfig.max_windows,
                               dedupe=False)
         if precision := s.get("precision"):
-            if precision != "fp32" and not device.startswith("cuda"):
-                precision = "fp32"  # half precision is a GPU's; on CPU the same model in fp32
+            if precision == "fp16" and not device.startswith("cuda"):
+                precision = "fp32"  # fp16 is a GPU's; on a CPU the same model in fp32
             encoder = dataclasses.replace(encoder, precision=precision)
         self.actor = EmbedBatch(encoder, vector, self.ranges)
 

@@ -17,7 +17,7 @@ from sentray.encode.pooling_catalog import (
 )
 from sentray.kit.validation import check_choices
 
-Precision = Literal["fp32", "fp16", "bf16"]
+Precision = Literal["fp32", "fp16", "bf16", "auto"]
 DittoImpl = Literal["auto", "fast", "eager"]
 
 
@@ -40,7 +40,10 @@ class EncoderConfig:
     # ones, padded memory flat across corpora. None: batch_size sentences.
     max_tokens_per_batch: int | None = None
     device: str = "auto"  # auto (cuda if available), cpu, cuda, cuda:N
-    precision: Precision = "fp32"  # autocast dtype on GPU; CPU runs fp32
+    # fp32 (exact: sentence-transformers' fp32 vectors) | bf16 (GPU autocast; CPU: bf16 weights,
+    # native with AMX or AVX512-BF16, emulated and slow elsewhere) | fp16 (GPU) | auto (bf16
+    # where native, else fp32); sentray.encode.precision
+    precision: Precision = "fp32"
     ditto_impl: DittoImpl = "auto"  # fast: one head recomputed on SDPA (BERT family); eager: maps
 
     def __post_init__(self) -> None:

@@ -151,7 +151,7 @@ def test_config_validation():
 def test_head_out_of_range_and_cpu_precision(tokenizer, tiny_bert):
     with pytest.raises(ValueError, match="outside model"):
         tiny_encoder(tokenizer, tiny_bert, pooling="ditto", head="5-0")
-    with pytest.raises(ValueError, match="needs a GPU"):
+    with pytest.raises(ValueError, match="'fp16' is for GPUs"):
         tiny_encoder(tokenizer, tiny_bert, precision="fp16", device="cpu")
 
 

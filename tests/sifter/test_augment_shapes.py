@@ -91,3 +91,41 @@ def test_any_corpus_shape_augments_whole(actors, files, block, order):
         assert summary["rows_in"] == len(expected) == summary["rows_out"] + summary[
             "rows_rejected"]
         assert summary["rows_out"] == len(kept) and summary["incomplete_sources"] == []
+
+
+@pytest.mark.long
+@pytest.mark.ray
+@settings(max_examples=3, deadline=None)
+@given(files=corpora(max_files=3, max_rows=8))
+def test_any_corpus_shape_through_ray(ray_cluster, actors, files):
+    """The same through Ray and jobs/augment.py (2 actors, blocks of 2 rows): every row once,
+    kept or rejected with its reason, and the summary adding up."""
+    from sentray.cli import main
+
+    config, _ = actors
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        input_value = write_corpus(root, files)
+        _, sources = discover(input_value)
+        summary = main(["augment", "--input", input_value, "--output", str(root / "out"),
+                        "--actors", "2", "--rows-per-batch", "2"])
+        expected = expected_rows(root, files, sources)
+        assert summary["rows_in"] == len(expected) == summary["rows_out"] + summary[
+            "rows_rejected"]
+        written = []
+        for folder in (root / "out", root / "out-rejects"):
+            for path in sorted(folder.rglob("part-*.parquet")):
+                table = pq.read_table(path)
+                written += list(zip(table.column("source").to_pylist(),
+                                    table.column("row").to_pylist(), strict=True))
+        assert sorted(written) == sorted(expected), "a row lost or written twice"
+        rejected = {}
+        for path in sorted((root / "out-rejects").rglob("part-*.parquet")):
+            table = pq.read_table(path)
+            for key, reason in zip(zip(table.column("source").to_pylist(),
+                                       table.column("row").to_pylist(), strict=True),
+                                   table.column("reject_reason").to_pylist(), strict=True):
+                rejected[key] = reason
+        for (key, index), row in expected.items():
+            previous = expected[(key, index - 1)].text if index else None
+            assert rejected.get((key, index)) == expected_reason(row, previous, config)
