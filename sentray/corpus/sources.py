@@ -103,6 +103,15 @@ def format_of_suffix(path: str) -> str | None:
     return None
 
 
+def read_format(corpus: CorpusConfig, sources: list[Source]) -> str:
+    """How the input files are read, as a setting: "auto" when each is read as its suffix says
+    (whatever --format said: `--format text` over .txt files reads them as `auto` does), else
+    the --format that overrides the suffixes."""
+    if all(format_of_suffix(source.path) == source.format for source in sources):
+        return "auto"
+    return corpus.format
+
+
 def _check_parquet(source: Source, config: CorpusConfig) -> Source:
     try:
         with source.filesystem.open_input_file(source.path) as handle:

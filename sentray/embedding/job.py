@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from sentray.corpus import corpus_job, output_claims, part_files
 from sentray.corpus.source_runs import source_runs
-from sentray.corpus.sources import CorpusConfig, Source, discover_sources, format_of_suffix
+from sentray.corpus.sources import Source, discover_sources, read_format
 from sentray.embedding import calibration, vectors
 from sentray.embedding.actor import STATUSES, EmbedBatch
 from sentray.embedding.config import EmbedConfig
@@ -91,15 +91,6 @@ def keep_stored_precision(config: EmbedConfig, output: storage.Location) -> Embe
                 output.uri)
     return dataclasses.replace(config, encoder=dataclasses.replace(
         config.encoder, precision=stored["precision"]))
-
-
-def read_format(corpus: CorpusConfig, sources: list[Source]) -> str:
-    """How the input files are read, as a setting: "auto" when each is read as its suffix says
-    (whatever --format said: `--format text` over .txt files reads them as `auto` does), else
-    the --format that overrides the suffixes."""
-    if all(format_of_suffix(source.path) == source.format for source in sources):
-        return "auto"
-    return corpus.format
 
 
 def vectors_metadata(settings: dict, ranges: vectors.Ranges | None) -> dict:

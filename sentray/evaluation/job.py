@@ -35,7 +35,11 @@ def run_evaluation(config: EvaluateConfig) -> dict[str, float]:
     config_files.write_config(ran, str(out), job="evaluate")
     encoder = SentenceEncoder(encoder_config)
     if config.export_st:  # sentray.json records the head; the dev score it was chosen on too
-        save_model_directory(encoder, config.export_st,
+        # the model's own fp32 weights: a CPU bf16 encoder holds them rounded to bf16
+        exported = encoder
+        if encoder.precision != "fp32" and encoder.device.type == "cpu":
+            exported = SentenceEncoder(dataclasses.replace(encoder_config, precision="fp32"))
+        save_model_directory(exported, config.export_st,
                              extra={k: v for k, v in extra.items() if k != "head"})
         logger.info("wrote sentence-transformers model %s", config.export_st)
     results = sts.evaluate(encoder, tasks, config.data_dir,

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from sentray.corpus import corpus_job, part_files
 from sentray.corpus.source_runs import parts_in, source_runs
-from sentray.corpus.sources import Source
+from sentray.corpus.sources import Source, discover_sources, read_format
 from sentray.kit import storage
 from sentray.sifter.actor import AugmentBatch
 from sentray.sifter.config import AugmentConfig
@@ -88,7 +88,8 @@ def check_backend(config: AugmentConfig) -> dict:
     return versions
 
 
-def augment_settings(config: AugmentConfig, versions: dict) -> dict:
+def augment_settings(config: AugmentConfig, versions: dict,
+                     sources: Sequence[Source] = ()) -> dict:
     """What the kept and rejected rows depend on (OUTPUT/_settings.json): a rerun with any
     other value would mix two kinds of Y and Z, or two filters, in one output."""
     corpus = config.corpus
@@ -99,14 +100,15 @@ def augment_settings(config: AugmentConfig, versions: dict) -> dict:
             "max_parse_chars": config.max_parse_chars,
             "openie_entailment": config.openie_entailment, "rejects": config.rejects,
             "text_column": corpus.text_column, "id_column": corpus.id_column,
-            "format": corpus.format}
+            "format": read_format(corpus, sources)}
 
 
 def run_augmentation(config: AugmentConfig) -> dict:
     """X/Y/Z for every kept row of the corpus into `config.output`, rejects with their reason
     into `config.rejects`; returns the summary (also written as OUTPUT/_summary.json)."""
     config = config.resolved()
-    settings = augment_settings(config, check_backend(config))
+    sources = discover_sources(config.corpus, exclude=[config.output, config.rejects])
+    settings = augment_settings(config, check_backend(config), sources)
     return corpus_job.run_corpus_job(corpus_job.CorpusJob(
         name="augment", config=config, corpus=config.corpus, pool=config.pool,
         folders=(config.output, config.rejects), actor_class=AugmentBatch,
@@ -114,4 +116,4 @@ def run_augmentation(config: AugmentConfig) -> dict:
         empty_schema=lambda source: output_schema(pa.string()),
         summarize=lambda folders, sources: summarize(*folders, sources),
         rows_out_keys=("rows_out", "rows_rejected"), settings=settings,
-        overwrite=config.overwrite))
+        overwrite=config.overwrite, sources=sources))
