@@ -104,15 +104,6 @@ class EmbedConfig:
         encoder = self.encoder.resolved()  # the model's own pooling, decided once, here
         if self.pool.num_gpus > 0 and encoder.device == "auto":
             encoder = dataclasses.replace(encoder, device="cuda")
-        if encoder.precision == "auto":  # decided once, here, for every actor
-            import torch
-
-            from sentray.encode.precision import resolve_precision
-
-            device = torch.device("cuda" if self.pool.num_gpus > 0 or encoder.device.startswith(
-                "cuda") else "cpu")
-            encoder = dataclasses.replace(encoder,
-                                          precision=resolve_precision("auto", device))
         vector = self.vector
         if vector.normalize is None:
             vector = dataclasses.replace(vector, normalize=own_normalize(encoder.model))

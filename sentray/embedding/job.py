@@ -79,18 +79,27 @@ def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None,
     }
 
 
-def keep_stored_precision(config: EmbedConfig, output: storage.Location) -> EmbedConfig:
-    """--precision auto into an output that holds rows: the precision they were made in (a
-    machine that would decide otherwise must not mix fp32 and bf16 rows in one output)."""
+def decide_precision(config: EmbedConfig, output: storage.Location) -> EmbedConfig:
+    """--precision auto decided once, here in the driver, for every actor: into an output that
+    holds rows, the precision they were made in (a machine that would decide otherwise must
+    not mix fp32 and bf16 rows in one output); else by this machine (bf16 where its CPU runs it
+    natively, fp16 for a GPU pool, else fp32: `sentray.encode.precision`)."""
+    import torch
+
+    from sentray.encode.precision import resolve_precision
     from sentray.kit.settings_record import read_settings
 
-    stored = None if config.overwrite else read_settings(output)
-    if config.encoder.precision != "auto" or not stored or not stored.get("precision"):
+    encoder = config.encoder
+    if encoder.precision != "auto":
         return config
-    logger.info("precision auto: %s, as the rows in %s were made", stored["precision"],
-                output.uri)
-    return dataclasses.replace(config, encoder=dataclasses.replace(
-        config.encoder, precision=stored["precision"]))
+    stored = None if config.overwrite else read_settings(output)
+    if stored and stored.get("precision"):
+        precision, why = stored["precision"], f"as the rows in {output.uri} were made"
+    else:
+        device = torch.device("cuda" if encoder.device.startswith("cuda") else "cpu")
+        precision, why = resolve_precision("auto", device), f"decided on this machine ({device})"
+    logger.info("precision auto: %s, %s", precision, why)
+    return dataclasses.replace(config, encoder=dataclasses.replace(encoder, precision=precision))
 
 
 def vectors_metadata(settings: dict, ranges: vectors.Ranges | None) -> dict:
@@ -140,7 +149,7 @@ def summarize(output: storage.Location, sources: list[Source]) -> dict:
 def run_embedding(config: EmbedConfig) -> dict:
     """Embed every row of the corpus into `config.output`; returns the summary."""
     output = storage.locate(config.output, config.corpus.s3_endpoint)
-    config = keep_stored_precision(config, output).resolved()
+    config = decide_precision(config.resolved(), output)
     sources = discover_sources(config.corpus, exclude=[config.output])
     ranges = None
     if config.vector.output_dtype in vectors.SCALAR:

@@ -72,30 +72,35 @@ def test_bf16_on_a_cpu_casts_the_weights_and_pools_in_fp32(tiny_model_dir):
 
 
 def test_a_job_decides_auto_once_and_an_output_keeps_its_rows_precision(tmp_path, monkeypatch):
-    from sentray.corpus.sources import CorpusConfig
-    from sentray.embedding.config import EmbedConfig
-    from sentray.embedding.job import keep_stored_precision
+    from sentray.cli import JOBS
+    from sentray.embedding.job import decide_precision
     from sentray.encode import precision
     from sentray.kit import storage
     from sentray.kit.settings_record import write_settings
 
-    config = EmbedConfig(corpus=CorpusConfig(input="unused.txt"), output=str(tmp_path / "out"),
-                         encoder=EncoderConfig(precision="auto"))
+    corpus = tmp_path / "in.txt"
+    corpus.write_text("One sentence.\n")
+    # as the command line makes it (parsed and resolved: auto is still auto there)
+    config, _ = JOBS["embed"].parse_config("embed", ["--input", str(corpus), "--output",
+                                                     str(tmp_path / "out"), "--precision",
+                                                     "auto"])
+    assert config.encoder.precision == "auto"
+    output = storage.locate(str(tmp_path / "out"))
     for flags, expected in ((AMX, "bf16"), (AVX2, "fp32")):
         monkeypatch.setattr(precision, "cpu_info", lambda flags=flags: {"name": "x",
                                                                          "flags": flags})
-        assert config.resolved().encoder.precision == expected
-    output = storage.locate(str(tmp_path / "out"))
+        assert decide_precision(config, output).encoder.precision == expected
+    gpu_pool = dataclasses.replace(config, encoder=dataclasses.replace(config.encoder,
+                                                                       device="cuda"))
+    assert decide_precision(gpu_pool, output).encoder.precision == "fp16"
     (tmp_path / "out").mkdir()
-    assert keep_stored_precision(config, output) is config  # nothing stored yet
     write_settings(output, {"precision": "bf16"}, "embed")
-    kept = keep_stored_precision(config, output)
-    assert kept.encoder.precision == "bf16"
-    assert kept.resolved().encoder.precision == "bf16"  # on this AVX2 stand-in too
-    explicit = dataclasses.replace(config, encoder=EncoderConfig(precision="fp32"))
-    assert keep_stored_precision(explicit, output) is explicit  # then the settings check refuses
+    assert decide_precision(config, output).encoder.precision == "bf16"  # on the AVX2 stand-in
+    explicit = dataclasses.replace(config, encoder=dataclasses.replace(config.encoder,
+                                                                       precision="fp32"))
+    assert decide_precision(explicit, output) is explicit  # then the settings check refuses
     overwrite = dataclasses.replace(config, overwrite=True)
-    assert keep_stored_precision(overwrite, output) is overwrite
+    assert decide_precision(overwrite, output).encoder.precision == "fp32"  # decided afresh
 
 
 def test_training_takes_bf16_on_a_cpu_not_fp16():
