@@ -159,9 +159,9 @@ def measure(rows: int, root: Path, sentences: list[str], args) -> dict:
     return {"rows": rows, "input_files": args.input_files, "generate_seconds": round(generated, 1),
             "seconds": round(run["seconds"], 1),
             "rows_per_second": round(rows / run["seconds"]),
-            "encoder_alone_rows_per_second": round(alone), "actors": config.pool.actors,
+            "encoder_alone_rows_per_second": round(alone), "actors": config.pool.actors.maximum,
             "ratio_to_encoder_alone_x_actors": round(rows / run["seconds"]
-                                                     / (alone * config.pool.actors), 3),
+                                                     / (alone * config.pool.actors.maximum), 3),
             "peak_driver_rss_mib": run["peak_driver_rss_mib"],
             "peak_object_store_mib": run["peak_object_store_mib"],
             "output_files": len(list(output.rglob("part-*.parquet"))),

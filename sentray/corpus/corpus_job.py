@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from sentray.corpus import output_claims, part_files, run_record
+from sentray.corpus.actor_count import ActorCount
 from sentray.corpus.compaction import compact, needs_compaction
 from sentray.corpus.reading import corpus_datasource, read_tasks
 from sentray.corpus.row_progress import RowProgress
@@ -40,7 +41,9 @@ logger = logging.getLogger(__name__)
 class ActorPoolConfig:
     """Resources of a job's actor pool; from config, never from code."""
 
-    actors: int = 2  # actors in the pool
+    # actors in the pool: N, or MIN-MAX for a pool that grows with its work and the cluster
+    # (an autoscaling cluster: nodes that arrive later are used); sentray.corpus.actor_count
+    actors: ActorCount = field(default_factory=lambda: ActorCount(2, 2))
     num_gpus: float = 0.0  # GPUs per actor (0: CPU)
     cpus_per_actor: float = 1.0  # CPUs per actor (its torch threads follow it)
     rows_per_batch: int = 1024  # rows per actor call
@@ -49,8 +52,8 @@ class ActorPoolConfig:
     num_cpus: int | None = None
 
     def __post_init__(self) -> None:
-        if self.actors < 1:
-            raise ValueError(f"actors must be >= 1, got {self.actors}")
+        if not isinstance(self.actors, ActorCount):  # 2, "2" or "1-8", as code writes them
+            object.__setattr__(self, "actors", ActorCount.parse(self.actors))
         if self.num_gpus < 0 or self.cpus_per_actor <= 0:
             raise ValueError("num_gpus must be >= 0 and cpus_per_actor > 0")
         if self.rows_per_batch < 1:
@@ -60,7 +63,7 @@ class ActorPoolConfig:
     def local_cluster_cpus(self) -> int:
         """Logical CPUs of a cluster the job starts itself: `num_cpus`, else the pool's CPUs
         rounded up plus two (one rule for every job: `runtime.local_cpus`)."""
-        return self.num_cpus or local_cpus(self.actors, self.cpus_per_actor)
+        return self.num_cpus or local_cpus(self.actors.maximum, self.cpus_per_actor)
 
 
 @dataclass(frozen=True)
@@ -112,14 +115,15 @@ def block_rows(pending: Sequence[Pending], pool: ActorPoolConfig) -> int:
     actors finish together. A 1,000-row input in blocks of 1,024 would keep one actor of two
     busy and the other idle; 10,000 rows in blocks of 1,024 leave a last round of one block.
     Rows are counted (text files estimated from their first MiB) only until there are enough."""
-    enough = ROUNDS_COUNTED * pool.actors * pool.rows_per_batch
+    actors = pool.actors.maximum  # a growing pool: enough blocks for all it may grow to
+    enough = ROUNDS_COUNTED * actors * pool.rows_per_batch
     rows = 0
     for item in pending:
         rows += item.rows
         if rows >= enough:
             return pool.rows_per_batch
-    rounds = max(BLOCKS_PER_ACTOR, math.ceil(rows / (pool.actors * pool.rows_per_batch)))
-    return max(1, math.ceil(rows / (pool.actors * rounds)))
+    rounds = max(BLOCKS_PER_ACTOR, math.ceil(rows / (actors * pool.rows_per_batch)))
+    return max(1, math.ceil(rows / (actors * rounds)))
 
 
 @contextlib.contextmanager
@@ -148,7 +152,6 @@ def run_actor_pool(pending: Sequence[Pending], corpus: CorpusConfig, actor_class
     the first part written: the fixed cost before the first batch is out) and `pipeline` (the
     call, in all)."""
     import ray
-    from ray.data import ActorPoolStrategy
 
     started = time.time()
     rows = block_rows(pending, pool)
@@ -165,7 +168,7 @@ def run_actor_pool(pending: Sequence[Pending], corpus: CorpusConfig, actor_class
         fn_constructor_kwargs=actor_kwargs,
         batch_size=rows,
         batch_format="pyarrow",
-        compute=ActorPoolStrategy(size=pool.actors),
+        compute=pool.actors.strategy(),
         num_gpus=pool.num_gpus or None,
         num_cpus=pool.cpus_per_actor,
     )
@@ -176,7 +179,7 @@ def run_actor_pool(pending: Sequence[Pending], corpus: CorpusConfig, actor_class
     # first 4.5 minutes, 1.4 GB of vectors queued in the object store). Writing is Parquet
     # encoding and I/O; their number is capped instead.
     dataset.write_datasink(sink, ray_remote_args={"num_cpus": 0},
-                           concurrency=max(WRITE_TASKS_MIN, pool.actors))
+                           concurrency=max(WRITE_TASKS_MIN, pool.actors.maximum))
     timings = {"rows_per_block": rows, "first_part": None,
                "pipeline": round(time.time() - started, 2),
                "first_part_at": sink.first_write}  # Unix time, for a caller's own clock

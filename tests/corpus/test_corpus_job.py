@@ -11,8 +11,14 @@ import pyarrow.dataset as pads
 import pytest
 
 from sentray.corpus import corpus_job
-from sentray.corpus.corpus_job import Pending, part_files
-from sentray.corpus.sources import CorpusConfig, decode_lines, discover_sources, estimate_rows
+from sentray.corpus.corpus_job import ActorPoolConfig, Pending, part_files
+from sentray.corpus.sources import (
+    CorpusConfig,
+    Source,
+    decode_lines,
+    discover_sources,
+    estimate_rows,
+)
 from sentray.kit import storage
 
 
@@ -160,3 +166,27 @@ def test_a_caught_job_error_no_longer_holds_what_the_job_held():
     gc.collect()
     assert held[0]() is None
     assert "in run" in "".join(traceback.format_exception(kept))  # the text is kept
+
+
+def test_actor_counts_are_n_or_min_max_in_flags_code_and_config_files():
+    from ray.data import ActorPoolStrategy
+
+    from sentray.corpus.actor_count import ActorCount
+    from sentray.kit.config_files import coerce
+
+    assert ActorCount.parse("2") == ActorCount(2, 2) and ActorCount.parse(" 1 - 8 ").spec() == "1-8"
+    assert ActorPoolConfig(actors=3).actors == ActorCount(3, 3)  # as code and old configs say
+    assert ActorPoolConfig(actors="1-4").actors.maximum == 4
+    assert coerce(ActorCount, 2) == ActorCount(2, 2)  # a YAML int, as _config.yaml had it
+    for bad in ("0", "3-1", "two", "1-"):
+        with pytest.raises(ValueError, match="actors must be"):
+            ActorCount.parse(bad)
+    fixed, growing = ActorCount(2, 2).strategy(), ActorCount(1, 8).strategy()
+    assert isinstance(fixed, ActorPoolStrategy) and (fixed.min_size, fixed.max_size) == (2, 2)
+    assert (growing.min_size, growing.max_size) == (1, 8)
+    # a growing pool is sized for all it may grow to: its local cluster, its small-input blocks
+    pool = ActorPoolConfig(actors="1-3", cpus_per_actor=1)
+    assert pool.local_cluster_cpus == ActorPoolConfig(actors=3).local_cluster_cpus
+    pending = [Pending(Source("s", "s", None, "s", "parquet", num_rows=600), None)]
+    assert corpus_job.block_rows(pending, pool) == corpus_job.block_rows(
+        pending, ActorPoolConfig(actors=3))

@@ -315,6 +315,33 @@ def test_blocks_with_nothing_to_encode(ray_cluster, embed_job, brown_corpus, tmp
     assert summary["rows_not_encoded"] == 100 + len(lines) - len(set(lines))
 
 
+@pytest.mark.long
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_pool_that_grows_writes_every_row_once_with_the_fixed_pools_vectors(
+        ray_cluster, embed_job, reference_encoder, brown_corpus, tmp_path):
+    """--actors 1-2: Ray Data starts one actor and may add a second while blocks wait (the
+    cluster has room); rows, their accounting and their vectors are those of any pool (each
+    row equals the plain encoder's, as a fixed pool's rows do: test_awkward_lines), and the
+    run's _config.yaml repeats it."""
+    lines = brown_corpus.read_text().splitlines()[:300]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    args = ["--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out"),
+            "--actors", "1-2", "--rows-per-batch", "20"]
+    summary = embed_job.main(args)
+    assert summary["rows_in"] == summary["rows_out"] == 300
+    assert summary["config"]["pool"]["actors"] == {"minimum": 1, "maximum": 2}
+    table = read_all_output(tmp_path / "out")
+    assert table.column("id").to_pylist() == [f"in.txt:{i}" for i in range(300)]
+    expected = reference_encoder.encode(lines)
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)  # the model's Normalize
+    np.testing.assert_allclose(np.stack(table.column("embedding").to_pylist()), expected,
+                               atol=1e-5)  # other batches: float rounding
+    written = tmp_path / "out" / "_config.yaml"
+    assert "actors: 1-2" in written.read_text()
+    assert embed_job.parse_config(["--config", str(written)]) == embed_job.parse_config(args)
+
+
 def test_missing_text_column_fails_before_writing(embed_job, tmp_path):
     in_dir = tmp_path / "in"
     in_dir.mkdir()
