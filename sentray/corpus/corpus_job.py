@@ -269,14 +269,14 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     folders = [storage.locate(folder, job.corpus.s3_endpoint) for folder in job.folders]
     if not job.overwrite:
         output_claims.check_settings(folders, job.settings)  # refuse before touching anything
-    with output_claims.RunClaim(folders[0], job.settings):
+    with output_claims.RunClaim(folders[0], job.settings) as claim:
         _prepare_folders(job, folders)
         todo = pending_sources(sources, folders)
         empty = [p.source for p in todo if p.source.num_rows == 0]
         todo = [p for p in todo if p.source.num_rows != 0]
         for source in empty:
             part_files.write_empty_source(folders[0], source, job.empty_schema(source))
-        timings = _run_rows(job, folders, sources, todo)
+        timings = _run_rows(job, folders, sources, todo, claim)
         counting = time.perf_counter()
         summary = job.summarize(folders, sources)
         seconds = time.perf_counter() - started
@@ -305,9 +305,11 @@ def _run_corpus_job(job: CorpusJob) -> dict:
 
 
 def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Source],
-              todo: list[Pending]) -> dict | None:
+              todo: list[Pending], claim: output_claims.RunClaim) -> dict | None:
     """The actor pool over the rows still to do, then (with `rows_per_file`) the compaction of
-    every complete source; returns the timings (None when there was nothing to do)."""
+    every complete source, unless another run is writing the output beside this one (it may
+    still write parts: the last run to finish merges them); returns the timings (None when
+    there was nothing to do)."""
     compacting = (job.rows_per_file is not None and len(folders) == 1
                   and (todo or needs_compaction(folders[0], sources, job.rows_per_file)))
     if not todo and not compacting:
@@ -320,7 +322,11 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
             with RowProgress(folders, [p.source for p in todo]):
                 timings.update(run_actor_pool(todo, job.corpus, job.actor_class,
                                               job.actor_kwargs, job.route(folders), job.pool))
-        if compacting:
+        if compacting and (others := claim.others_running()):
+            logger.info("compaction left to the run still writing %s: %s", folders[0].uri,
+                        others[0].describe())
+            timings["compaction"] = {"left_to_run": others[0].run}
+        elif compacting:
             timings["compaction"] = compact(folders[0], sources, job.rows_per_file)
     return timings
 

@@ -136,6 +136,11 @@ class RunClaim:
                 found.append(Claim(**values))
         return found
 
+    def others_running(self) -> list[Claim]:
+        """Live claims of other runs, whatever their settings: a run beside this one that may
+        still be writing parts (so this one must not merge them)."""
+        return [claim for claim in self.claims() if time.time() - claim.heartbeat <= STALE_S]
+
     def _conflicts(self) -> list[Claim]:
         """Live claims with other settings; stale claims are reported and removed."""
         live = []

@@ -31,7 +31,8 @@ def test_a_lost_head_ends_the_driver_with_how_to_resume(tmp_path, tiny_model_dir
     corpus.write_text("".join(f"Row {i} of a job whose head node is lost.\n" for i in range(1500)))
     output = tmp_path / "out"
     args = ["--input", str(corpus), "--output", str(output), "--model", str(tiny_model_dir),
-            "--pooling", "mean", "--actors", "2", "--rows-per-batch", "25"]
+            "--pooling", "mean", "--actors", "2", "--rows-per-batch", "25",
+            "--rows-per-file", "0"]  # a part per block: which survive the head's loss is checked
     cluster = new_cluster()
     driver = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "embed.py"), *args,
                                "--address", cluster.address],
