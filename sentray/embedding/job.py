@@ -151,15 +151,14 @@ def run_embedding(config: EmbedConfig) -> dict:
     output = storage.locate(config.output, config.corpus.s3_endpoint)
     config = decide_precision(config.resolved(), output)
     sources = discover_sources(config.corpus, exclude=[config.output])
-    ranges = None
+    settings, ranges = embed_settings(config, None, sources), None
     if config.vector.output_dtype in vectors.SCALAR:
         # a rerun that will be refused is refused before the code book is calibrated (minutes
         # of encoding on a CPU); the code book itself is compared once it is known
         if not config.overwrite:
-            output_claims.check_settings([output], embed_settings(config, None, sources),
-                                         ignore=("quantization_ranges",))
+            output_claims.check_settings([output], settings, ignore=("quantization_ranges",))
         ranges = calibration.resolve_ranges(config, output, sources)
-    settings = embed_settings(config, ranges, sources)
+        settings["quantization_ranges"] = calibration.ranges_digest(ranges)
     metadata = vectors_metadata(settings, ranges)
     rows_per_file = config.rows_per_file
     if rows_per_file is None:

@@ -697,6 +697,7 @@ def test_int8_chunked_output_a_refused_rerun_and_overwrite(ray_cluster, embed_jo
     assert np.abs(query.astype(int) - codes[0].astype(int)).max() <= 1
     copied = tmp_path / "copied.parquet"
     copied.write_bytes(one_file.read_bytes())
+    # the same process, model and batch of one: the same codes by construction
     assert (QueryEncoder(str(copied)).encode([GUITAR])[0] == query).all()
     ids = table.column("id").to_pylist()
     assert run_readme_example(output, capsys)[0] in ids[:4:1]  # a guitar row comes first

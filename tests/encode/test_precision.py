@@ -65,10 +65,11 @@ def test_bf16_on_a_cpu_casts_the_weights_and_pools_in_fp32(tiny_model_dir):
         assert weights == {torch.float32 if precision == "fp32" else torch.bfloat16}
         vectors[precision] = encoder.encode(texts)
         assert vectors[precision].dtype == np.float32
-    # bf16 keeps 8 bits of mantissa: the same direction, not the same vector
+    # bf16 keeps 8 bits of mantissa: the same direction to within its rounding (0.99: far
+    # looser than the 0.9998 measured on MiniLM, bench/results/precision-avx2.json)
     a, b = vectors["fp32"], vectors["bf16"]
     cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
-    assert cosine.min() > 0.99 and not np.array_equal(a, b)
+    assert cosine.min() > 0.99
 
 
 def test_a_job_decides_auto_once_and_an_output_keeps_its_rows_precision(tmp_path, monkeypatch):
