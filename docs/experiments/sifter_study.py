@@ -36,8 +36,10 @@ MLP for all-MiniLM-L6-v2) and `cls` the paper's [CLS] with the train-time MLP, w
 carries more signal from a sentence model; its MLP starts from PyTorch's default init, as every
 committed record's did. `cls-simcse` is the same with SimCSE's MLP init (N(0, 0.02) weights,
 zero bias; jobs/train.py's default), the read-out replicate.sh uses. Both objectives share every
-other setting: the job's defaults (the paper's: dropout 0.15, tau 0.05, batch 64, max_length 32)
-and `--train-flags`.
+other setting: dropout 0.15 (SIFTER's; passed to both, since jobs/train.py's default for SimCSE
+is now its own paper's 0.1, which the `dropout` part runs as a variant), the lr of the run, and
+the job's defaults, where the papers agree (tau 0.05, batch 64, max_length 32), and
+`--train-flags`. The tables say each row's dropout and MLP init, read from its record.
 """
 
 from __future__ import annotations
@@ -66,11 +68,15 @@ RECORDS = ROOT / "docs" / "experiments" / "runs"  # committed: every table row's
 # committed record was trained with (before --mlp-init); `cls-simcse` is SimCSE's (replicate.sh).
 READOUTS = {"own": [], "cls": ["--pooling", "cls_before_pooler", "--mlp", "--mlp-init", "torch"],
             "cls-simcse": ["--pooling", "cls_before_pooler", "--mlp", "--mlp-init", "simcse"]}
+# Every study run's dropout, both objectives: SIFTER's 0.15, what every committed record ran
+# with (SimCSE's own 0.1 is a variant: `dropout_variant`, whose flag comes later and wins)
+STUDY_DROPOUT = 0.15
 ABLATIONS = {"xy": "1,0,0", "xz": "0,1,0", "yz": "0,0,1", "xyz+xx": "1,1,1,1"}
 LABELS = {"sifter": "SIFTER-SimCSE", "simcse": "SimCSE (unsup.)"}
 READOUT_LABELS = {"own": "mean (the model's own), no MLP",
                   "cls": "[CLS] + train-time MLP (PyTorch's default init)",
                   "cls-simcse": "[CLS] + train-time MLP (SimCSE's init)"}
+MLP_INITS = {"torch": "PyTorch's default", "simcse": "SimCSE's"}
 
 
 @dataclass(frozen=True)
@@ -108,13 +114,8 @@ def run_one(run: Run, args) -> dict:
     if not results.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "run.json").write_text(json.dumps(dataclasses.asdict(run)))
-        train = [sys.executable, str(ROOT / "jobs" / "train.py"), "--input", run_input(run, args),
-                 "--output", str(folder), "--objective", run.objective, "--seed", str(run.seed),
-                 *(["--max-steps", str(run.steps)] if run.steps else []),  # 0: one epoch
-                 "--eval-steps", str(args.eval_steps),
-                 "--lr", str(run.lr), "--data-dir", args.data_dir, "--model", args.model,
-                 *READOUTS[run.readout], *(["--lambdas", run.lambdas] if run.lambdas else []),
-                 *run.flags, *shlex.split(args.train_flags)]
+        train = [sys.executable, str(ROOT / "jobs" / "train.py"), *train_flags(run, args),
+                 "--output", str(folder)]
         started = time.perf_counter()
         with open(folder / "train.log", "w") as log:
             subprocess.run(train, check=True, stdout=log, stderr=subprocess.STDOUT)
@@ -128,6 +129,18 @@ def run_one(run: Run, args) -> dict:
         print(f"done {run.name}: {json.loads(results.read_text())['avg']:.2f}", flush=True)
     keep_records(folder, records)
     return load(records)
+
+
+def train_flags(run: Run, args) -> list[str]:
+    """jobs/train.py's flags for `run` (but --output): every setting the study fixes is given,
+    so a change of the job's defaults does not change the study's runs."""
+    return ["--input", run_input(run, args), "--objective", run.objective,
+            "--seed", str(run.seed),
+            *(["--max-steps", str(run.steps)] if run.steps else []),  # 0: one epoch
+            "--eval-steps", str(args.eval_steps), "--lr", str(run.lr),
+            "--dropout", f"{STUDY_DROPOUT:g}", "--data-dir", args.data_dir, "--model", args.model,
+            *READOUTS[run.readout], *(["--lambdas", run.lambdas] if run.lambdas else []),
+            *run.flags, *shlex.split(args.train_flags)]
 
 
 # A run's records: what the tables need and what checks them (config, schedule, evaluation
@@ -157,7 +170,7 @@ def run_all(runs: list[Run], args) -> None:
 
 
 def dropout_variant(readout: str, seed: int, steps: int, lr: float, dropout: float) -> Run:
-    """SimCSE at another dropout than the job's (SIFTER's) 0.15: SimCSE's own is 0.1."""
+    """SimCSE at another dropout than the study's (SIFTER's) 0.15: SimCSE's own is 0.1."""
     return Run(readout, "simcse", seed, steps, lr, tag=f"dropout{dropout:g}",
                flags=("--dropout", f"{dropout:g}"))
 
@@ -225,14 +238,28 @@ def mean_std(values) -> str:
         else f"{values[0]:.2f}"
 
 
-def row_label(run: Run) -> str:
-    if run.tag.startswith("dropout"):
-        variant = f", dropout {run.tag.removeprefix('dropout')}"
+def row_label(run: Run, config: dict | None = None) -> str:
+    """A row's name: objective, variant, lr, length, then the dropout and MLP init its record
+    (`config`: summary.json's) says it trained with."""
+    trained = training_label(config)
+    if run.tag.startswith("dropout"):  # the record's dropout says it, when there is a record
+        variant = "" if config else f", dropout {run.tag.removeprefix('dropout')}"
     else:
         variant = {"": "", "compute": ", SIFTER's compute"}.get(
             run.tag, f", {VARIANTS.get(run.tag, (run.tag,))[0]}")
     length = f"{run.steps} steps" if run.steps else "1 epoch"
-    return f"{LABELS[run.objective]}{variant}, lr {run.lr:g}, {length}"
+    return f"{LABELS[run.objective]}{variant}, lr {run.lr:g}, {length}, {trained}"
+
+
+def training_label(config: dict | None) -> str:
+    """The dropout and the MLP's initial weights a record's config names ("not recorded"
+    without one). A record with the MLP and no mlp_init predates --mlp-init, when the MLP had
+    PyTorch's default init only."""
+    if not config:
+        return "dropout and MLP init not recorded"
+    mlp = (f"MLP init {MLP_INITS[config.get('mlp_init', 'torch')]}" if config.get("mlp")
+           else "no MLP")
+    return f"dropout {config['dropout']:g}, {mlp}"
 
 
 def seed_label(count: int) -> str:
@@ -268,7 +295,7 @@ def run_rows(runs: list[dict], tasks: list[str], root: Path) -> tuple[list[str],
                 f"{untrained[t]:.2f}" for t in tasks) + " | | |")
     groups: dict[str, list[dict]] = {}
     for run in sorted(runs, key=lambda r: (r["run"].tag, r["run"].objective, r["run"].seed)):
-        groups.setdefault(row_label(run["run"]), []).append(run)
+        groups.setdefault(row_label(run["run"], run["summary"].get("config")), []).append(run)
     for label, members in groups.items():
         rows.append(f"| {label} | {len(members)} | " + " | ".join(
             mean_std([m["results"][t] for m in members]) for t in tasks)

@@ -8,7 +8,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from sentray.contrastive.objectives import Objective, SifterWeights, objective_views
+from sentray.contrastive.objectives import (
+    PAPER_SETTINGS,
+    Objective,
+    SifterWeights,
+    objective_views,
+)
 from sentray.encode.config import EncoderConfig, Precision
 from sentray.encode.model_loading import DEFAULT_MODEL
 from sentray.encode.pooling_catalog import DITTO_POOLINGS, canonical_pooling
@@ -22,7 +27,9 @@ MlpInit = Literal["simcse", "torch"]
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One training run. Defaults are the SIFTER paper's (after ESimCSE/SimCSE)."""
+    """One training run. Defaults are the objective's own paper's: SIFTER's for sifter (after
+    ESimCSE/SimCSE), SimCSE's for simcse; dropout and lr, where the two differ, are decided by
+    `resolved()` from the objective (`PAPER_SETTINGS`) unless given."""
 
     input: str = "out/augmented"  # jobs/augment.py's output folder, local or s3://
     output: str = "out/train"  # runs, checkpoints and OUTPUT/best, OUTPUT/best-st (or s3://)
@@ -39,14 +46,17 @@ class TrainConfig:
     # auto: on, unless the pooling is the model's own read-out, which is trained as it is.
     mlp: bool | None = None
     mlp_init: MlpInit = "simcse"  # the MLP's initial weights: SimCSE's, or PyTorch's default
-    dropout: float = 0.15  # the encoder's dropout while training
+    # the encoder's dropout while training (default: the objective's paper's: sifter 0.15,
+    # simcse 0.1)
+    dropout: float | None = None
     temperature: float = 0.05  # InfoNCE temperature tau
     # SIFTER weights of X-Y, X-Z, Y-Z and optionally a 4th of SimCSE's X-X' dropout pair; the
     # views of zero-weight pairs are not encoded
     lambdas: SifterWeights = SifterWeights()
     max_length: int = 32  # training truncation in tokens (SimCSE's default)
     batch_size: int = 64  # global batch, split evenly over the workers
-    lr: float = 1e-5  # AdamW learning rate
+    # AdamW learning rate (default: the objective's paper's: sifter 1e-5, simcse 3e-5)
+    lr: float | None = None
     weight_decay: float = 0.0  # AdamW weight decay (not on biases and LayerNorm weights)
     warmup_ratio: float = 0.0  # share of the run's steps with a linear lr warm-up from 0
     # clip the gradient's global norm (SimCSE, sentence-transformers); 0 or None: no clipping
@@ -101,9 +111,10 @@ class TrainConfig:
         if self.batch_size % self.workers:
             raise ValueError(f"the global batch size {self.batch_size} must be divisible by the "
                              f"number of workers {self.workers}")
-        if not 0.0 <= self.dropout < 1.0:
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.temperature <= 0 or self.lr <= 0 or self.weight_decay < 0:
+        if self.temperature <= 0 or (self.lr is not None and self.lr <= 0) \
+                or self.weight_decay < 0:
             raise ValueError("temperature and lr must be > 0 and weight_decay >= 0, got "
                              f"{self.temperature}, {self.lr}, {self.weight_decay}")
         if self.precision == "auto":
@@ -118,7 +129,9 @@ class TrainConfig:
             raise ValueError(f"run name must be a non-empty folder name, got {self.name!r}")
 
     def resolved(self) -> TrainConfig:
-        """This config with the read-out and the run name decided: pooling and mlp, when not
+        """This config with the objective's paper settings, the read-out and the run name
+        decided: dropout and lr, when not given, are the objective's paper's
+        (`PAPER_SETTINGS`: SIFTER 0.15 and 1e-5, SimCSE 0.1 and 3e-5); pooling and mlp, when not
         given, are the model's own read-out without an MLP (training a new read-out on a
         sentence model trained for another throws its training away), else [CLS] + the
         train-time MLP (SimCSE's and the paper's setting for a raw encoder); a Ditto pooling
@@ -128,7 +141,11 @@ class TrainConfig:
         from sentray.encode.model_info import own_pooling
 
         check_model(self.model)  # a broken model folder fails here, not on every worker
-        config, own = self, None
+        paper = PAPER_SETTINGS[self.objective]
+        config = dataclasses.replace(
+            self, dropout=paper.dropout if self.dropout is None else self.dropout,
+            lr=paper.lr if self.lr is None else self.lr)
+        own = None
         if config.pooling is None or config.mlp is None:
             own = own_pooling(config.model)
         if config.pooling is None:

@@ -1,5 +1,6 @@
 """The contrastive trainer's input: the augmentation output checked before any worker starts
-(`inspect_input`, which returns the run's `StepPlan`), and one Ray Dataset per epoch in a seeded
+(`inspect_input`, which returns the run's `StepPlan`), the settings its views were made with
+(`input_settings`, for the run's record), and one Ray Dataset per epoch in a seeded
 order that does not depend on how Ray Data schedules blocks (`epoch_datasets`, ordered by
 `sentray.contrastive.epoch_order`)."""
 
@@ -17,6 +18,7 @@ from sentray.contrastive.objectives import VIEW_COLUMNS
 from sentray.contrastive.view_tokens import backbone_coverage
 from sentray.encode.model_loading import load_tokenizer
 from sentray.kit import storage
+from sentray.kit.settings_record import SETTINGS_FILE, read_settings
 from sentray.training.plan import StepPlan
 
 SORT_ROWS = 200_000  # rows per partition of the epoch shuffle's sort
@@ -54,6 +56,18 @@ def inspect_input(config: TrainConfig) -> StepPlan:
                          f"global batch ({config.batch_size})")
     return StepPlan(rows, config.batch_size, config.epochs, config.max_steps,
                     config.eval_steps, config.log_steps)
+
+
+def input_settings(config: TrainConfig) -> dict:
+    """What the input's views were made with, for the run's record: jobs/augment.py's
+    `_settings.json` (the Z rule, the parsers, the seed), or, for an input that holds none
+    (made before the job recorded its settings, or not by it), `{"unknown": why}`: never
+    null, so a record always says which."""
+    settings = read_settings(storage.locate(config.input, config.s3_endpoint))
+    if settings is None:
+        return {"unknown": f"the input {config.input!r} holds no {SETTINGS_FILE}: it was made "
+                           "before jobs/augment.py recorded its settings, or not by it"}
+    return settings
 
 
 def input_backbone_coverage(config: TrainConfig) -> dict | None:

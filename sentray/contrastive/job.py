@@ -21,7 +21,12 @@ from pathlib import Path
 
 from sentray.contrastive.checkpoints import export_checkpoint, finished_checkpoints
 from sentray.contrastive.config import TrainConfig
-from sentray.contrastive.input_data import epoch_datasets, input_backbone_coverage, inspect_input
+from sentray.contrastive.input_data import (
+    epoch_datasets,
+    input_backbone_coverage,
+    input_settings,
+    inspect_input,
+)
 from sentray.contrastive.loop import LoopConfig, train_loop_per_worker
 from sentray.encode.model_loading import load_config, model_fingerprint
 from sentray.evaluation import senteval
@@ -74,8 +79,8 @@ def run_training(config: TrainConfig) -> dict:
                "rows_past_last_batch_per_epoch": plan.dropped_per_epoch,
                "schedule": schedule, "backbone_coverage": coverage,
                # what the input's views were made with (jobs/augment.py's _settings.json: the Z
-               # rule, the parsers, the seed); None for an input that holds none
-               "input_settings": read_settings(storage.locate(config.input, config.s3_endpoint)),
+               # rule, the parsers, the seed), or {"unknown": why} for an input that holds none
+               "input_settings": input_settings(config),
                "initial_stsb_dev": initial,
                "best_step": best_record["step"], "best_stsb_dev": best_record["stsb_dev"],
                "exported": export_checkpoint(best, output, config, best_record),

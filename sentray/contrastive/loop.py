@@ -30,7 +30,7 @@ from torch import nn
 
 from sentray.contrastive.checkpoints import Checkpointing
 from sentray.contrastive.config import TrainConfig
-from sentray.contrastive.losses import gather_with_local_grad, objective_loss
+from sentray.contrastive.losses import global_mean, worker_objective_loss
 from sentray.contrastive.model import PARTIAL_POOLINGS, ContrastiveModel, build_model, encode_views
 from sentray.contrastive.objectives import objective_views
 from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
@@ -76,6 +76,9 @@ class Window:
     step_seconds: list  # wall time per step, batch fetch included, reports excluded
     backbones: int = 0  # Y views with a backbone ...
     backbones_whole: int = 0  # ... and with all of it
+    # what the encoder's first Linear returned at the last training step: bfloat16 or float16
+    # when autocast ran its matmuls, float32 without (None: no Linear ran, e.g. static_avg)
+    matmul_dtype: str | None = None
 
     @classmethod
     def empty(cls) -> Window:
@@ -97,7 +100,8 @@ class Window:
                 "grad_norm_before_clip": last(self.grad_norms),
                 "grad_norm_after_clip": last(self.grad_norms_after_clip),
                 "largest_grad_norm_after_clip": (float(max(self.grad_norms_after_clip))
-                                                 if self.grad_norms_after_clip else None)}
+                                                 if self.grad_norms_after_clip else None),
+                "matmul_dtype": self.matmul_dtype}
 
 
 class WorkerRun:
@@ -147,6 +151,10 @@ class WorkerRun:
         ddp = {"find_unused_parameters": config.pooling in PARTIAL_POOLINGS}
         self.model = ray.train.torch.prepare_model(model, parallel_strategy_kwargs=ddp)
         self.bare: ContrastiveModel = getattr(self.model, "module", self.model)
+        self.matmul_dtype = None
+        linears = [m for m in self.bare.encoder.modules() if isinstance(m, nn.Linear)]
+        if linears:  # what autocast did, read from the model (a record field, tested)
+            linears[0].register_forward_hook(self._saw_matmul)
         self.optimizer = adamw(self.model, config.lr, config.weight_decay)
         self.scheduler = linear_schedule(self.optimizer, self.plan.total_steps,
                                          self.plan.warmup_steps(config.warmup_ratio))
@@ -198,7 +206,8 @@ class WorkerRun:
                 window, mark = Window.empty(), time.perf_counter()
 
     def _train_step(self, batch: dict, window: Window) -> float:
-        """One optimizer step on this worker's rows of `batch`; returns the loss."""
+        """One optimizer step on this worker's rows of `batch`; returns the global batch's
+        loss (the mean of the workers' shares)."""
         config = self.config
         groups = tokenize_batch(self.tokenizer, batch, config.objective, self.rows,
                                 config.max_length, config.lambdas)
@@ -208,8 +217,10 @@ class WorkerRun:
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
             local_views = encode_views(self.model, groups, objective_views(
                 config.objective, config.lambdas), self.local_batch, self.device)
-        views = [gather_with_local_grad(v) for v in local_views]
-        loss = objective_loss(config.objective, views, config.lambdas, config.temperature)
+        window.matmul_dtype = self.matmul_dtype
+        # this worker's rows against every worker's: DDP's average is the global batch's step
+        loss = worker_objective_loss(config.objective, local_views, config.lambdas,
+                                     config.temperature)
         window.lrs_used.append(self.optimizer.param_groups[0]["lr"])  # what this update uses
         before = clipped_step(self.model, loss, self.optimizer, self.scaler,
                               config.max_grad_norm)
@@ -217,8 +228,12 @@ class WorkerRun:
         window.grad_norms.append(after if np.isnan(before) else before)  # nan: no clipping
         window.grad_norms_after_clip.append(after)
         self.scheduler.step()
-        window.losses.append(float(loss.detach()))
+        window.losses.append(global_mean(loss))  # the global batch's loss, as one worker's
         return window.losses[-1]
+
+    def _saw_matmul(self, module: nn.Module, inputs, output: torch.Tensor) -> None:
+        if module.training:  # a training step's, not the dev scoring's (eval mode)
+            self.matmul_dtype = str(output.dtype).removeprefix("torch.")
 
     def _score_dev(self) -> float:
         """STS-B dev Spearman x 100 of the encoder as exported: dropout off while scoring (eval

@@ -59,6 +59,27 @@ class SifterWeights:
 
 PAPER_WEIGHTS = SifterWeights()  # 1, 1, 1: the paper's lambdas
 
+
+@dataclass(frozen=True)
+class PaperSettings:
+    """What each objective's own paper trains with, where the two papers differ: the default of
+    a run that does not say (`TrainConfig.resolved`)."""
+
+    dropout: float  # the encoder's dropout while training
+    lr: float  # AdamW learning rate
+    source: str  # where the paper says so
+
+
+# Both papers: batch 64, tau 0.05, one epoch, STS-B dev every 125 steps, max_length 32.
+PAPER_SETTINGS: dict[str, PaperSettings] = {
+    # SIFTER §5.3 (../shared/papers/sifter.txt): "learning rate = 1e-5 and batch size = 64 ...
+    # the dropout rate is p = 0.15 for all the experiments"
+    "sifter": PaperSettings(0.15, 1e-5, "SIFTER §5.3"),
+    # SimCSE (Gao et al. 2021), unsupervised BERT-base: Appendix A's batch 64 and lr 3e-5 (its
+    # run_unsup_example.sh); dropout p = 0.1, BERT's own, which §3 finds best (Table 2)
+    "simcse": PaperSettings(0.1, 3e-5, "SimCSE §3 and Appendix A, unsupervised BERT-base"),
+}
+
 # Columns of the augmentation output (jobs/augment.py) each objective reads.
 VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
     "sifter": ("text", "backbone_text", "pruned_text"),  # X, Y (+ backbone), Z (pruned)
@@ -74,3 +95,13 @@ def objective_views(objective: Objective, weights: SifterWeights | None = None
     if objective == "sifter":
         return (weights or SifterWeights()).views
     return ("x", "x2")
+
+
+def candidate_views(objective: Objective, weights: SifterWeights | None = None
+                    ) -> frozenset[str]:
+    """The views some weighted pair takes its candidates (positives and negatives) from: the
+    only ones a worker gathers from the others. SIFTER's X is an anchor only; SimCSE's x2."""
+    if objective == "sifter":
+        weights = weights or SifterWeights()
+        return frozenset(b for key, _, b in SIFTER_PAIRS if getattr(weights, key))
+    return frozenset({"x2"})

@@ -1,14 +1,11 @@
 """The contrastive trainer's optimisation, as the Hugging Face Trainer that SimCSE and
 sentence-transformers train with: AdamW without decay on biases and LayerNorm weights,
-transformers' own linear warm-up/decay schedule, and the clipped (AMP-aware, DDP-scaled)
-optimizer step."""
+transformers' own linear warm-up/decay schedule, and the clipped (AMP-aware) optimizer step."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-
-from sentray.contrastive.losses import scale_for_ddp
 
 
 def adamw(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
@@ -35,14 +32,15 @@ def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int,
 def clipped_step(model: nn.Module, loss: torch.Tensor, optimizer: torch.optim.Optimizer,
                  scaler: torch.amp.GradScaler | None,
                  max_grad_norm: float | None) -> float:
-    """Backward (DDP-scaled), clip the global gradient norm to `max_grad_norm` (after AMP
-    unscaling), optimizer step. Returns the gradient norm before clipping (nan without one)."""
+    """Backward (under DDP: the workers' gradients averaged), clip the global gradient norm to
+    `max_grad_norm` (after AMP unscaling), optimizer step. Returns the gradient norm before
+    clipping (nan without one)."""
     optimizer.zero_grad(set_to_none=True)
     if scaler is not None:
-        scaler.scale(scale_for_ddp(loss)).backward()
+        scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
     else:
-        scale_for_ddp(loss).backward()
+        loss.backward()
     norm = float("nan")
     if max_grad_norm is not None:
         params = [p for group in optimizer.param_groups for p in group["params"]]

@@ -84,16 +84,28 @@ def test_bad_config_is_rejected_before_anything_runs(fields, message):
 # 125 training steps on the development set of STS-B". The paper gives no max_length; it
 # "essentially follows the setup of the ESimCSE paper", and SimCSE's run_unsup_example.sh
 # (princeton-nlp/SimCSE) passes --max_seq_length 32.
-PAPER = {"epochs": 1, "lr": 1e-5, "batch_size": 64, "temperature": 0.05, "dropout": 0.15,
-         "eval_steps": 125, "max_length": 32}
+SIFTER_PAPER = {"epochs": 1, "lr": 1e-5, "batch_size": 64, "temperature": 0.05,
+                "dropout": 0.15, "eval_steps": 125, "max_length": 32}
+# SimCSE (Gao et al. 2021), unsupervised BERT-base: batch 64, lr 3e-5 (Appendix A; its
+# run_unsup_example.sh: one epoch, --max_seq_length 32, --eval_steps 125, --temp 0.05), dropout
+# p = 0.1 (BERT's own; §3, Table 2: the best of the rates tried).
+SIMCSE_PAPER = {**SIFTER_PAPER, "lr": 3e-5, "dropout": 0.1}
 
 
-def test_config_defaults_are_the_papers():
+def test_config_defaults_are_each_objectives_papers():
     config = TrainConfig(input="x")
-    assert {k: getattr(config, k) for k in PAPER} == PAPER
-    assert (config.lambdas.xy, config.lambdas.xz, config.lambdas.yz, config.lambdas.xx) == (
+    assert (config.dropout, config.lr) == (None, None)  # decided with the objective
+    sifter = config.resolved()
+    assert {k: getattr(sifter, k) for k in SIFTER_PAPER} == SIFTER_PAPER
+    assert (sifter.lambdas.xy, sifter.lambdas.xz, sifter.lambdas.yz, sifter.lambdas.xx) == (
         1.0, 1.0, 1.0, 0.0)  # eq. 2 with every lambda 1, no dropout pair
-    assert config.objective == "sifter" and config.views == 3
+    assert sifter.objective == "sifter" and sifter.views == 3
+    simcse = TrainConfig(input="x", objective="simcse").resolved()
+    assert {k: getattr(simcse, k) for k in SIMCSE_PAPER} == SIMCSE_PAPER
+    # a value given is kept whatever the objective (the study's SimCSE rows ran at 0.15)
+    given = TrainConfig(input="x", objective="simcse", dropout=0.15, lr=1e-5).resolved()
+    assert (given.dropout, given.lr) == (0.15, 1e-5)
+    assert TrainConfig(input="x", dropout=0.0).resolved().dropout == 0.0  # 0 is a value
 
 
 def test_default_read_out_is_the_models_own(tiny_model_dir):
@@ -152,6 +164,18 @@ def test_input_is_checked_with_clear_errors(tmp_path):
     few = write_views(tmp_path / "few", 10)
     with pytest.raises(ValueError, match="fewer than one global batch"):
         inspect_input(TrainConfig(input=str(few)))
+
+
+def test_a_runs_record_always_says_what_its_input_was_made_with(tmp_path):
+    """The summary's input_settings: jobs/augment.py's _settings.json (its Z rule among them),
+    or, for an input without one, a statement that they are unknown; never null. (The 2-worker
+    run below checks the summary carries it.)"""
+    folder = write_views(tmp_path / "views", 20)
+    config = TrainConfig(input=str(folder))
+    unknown = input_data.input_settings(config)
+    assert list(unknown) == ["unknown"] and "holds no _settings.json" in unknown["unknown"]
+    write_settings(storage.locate(str(folder)), VIEW_SETTINGS, "augment")
+    assert input_data.input_settings(config) == VIEW_SETTINGS
 
 
 def test_input_plan_counts_steps_and_the_rows_past_the_last_batch(tmp_path):
@@ -421,6 +445,7 @@ def test_two_worker_run_learns_stays_in_sync_and_exports(clean_run, tokenizer):
                                             "backbone_whole": 192, "backbone_whole_share": 1.0,
                                             "input_rows": 192}
     assert all(r["backbone_whole_share"] == 1.0 for r in history)
+    assert all(r["matmul_dtype"] == "float32" for r in history)  # no autocast asked, none ran
     assert summary["schedule"] == {"warmup_steps": 0, "decay_to_zero_at_step": 12,
                                    "max_grad_norm": 1.0}
     assert summary["input_settings"] == VIEW_SETTINGS  # which Z rule its views were made by
@@ -564,22 +589,52 @@ def test_evaluate_job_reads_an_exported_models_pooling(tmp_path, tiny_model_dir,
     assert config["pooling"] == "cls_before_pooler"
 
 
+# what the encoder's first Linear returns under each --precision: autocast's dtype, or fp32
+MATMUL_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def check_amp_run(tmp_path: Path, model_dir: Path, views: Path, data_dir: Path,
+                  precision: str, use_gpu: bool) -> None:
+    """One worker, one epoch of `views` under autocast: the run's 12 steps (192 rows in global
+    batches of 16, evaluated at 6 and 12, as the 2-worker run on the same rows), finite
+    losses, the encoder's matmuls in the precision asked for at every report, the export."""
+    config = tiny_run_config(tmp_path, model_dir, views, data_dir, workers=1, use_gpu=use_gpu,
+                             precision=precision, epochs=1)
+    summary = run_training(config)
+    history = summary["history"]
+    assert summary["steps"] == 12 and [r["step"] for r in history] == [6, 12]
+    assert all(np.isfinite(r["loss"]) for r in history)
+    assert [r["matmul_dtype"] for r in history] == [MATMUL_DTYPES[precision]] * 2
+    assert (tmp_path / "best" / "model.safetensors").is_file()
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster(ray_cluster):
+    """The session's Ray cluster with a node that offers this machine's GPU (the loopback
+    cluster's nodes offer none, and a GPU worker would wait for one forever)."""
+    node = ray_cluster.cluster.add_node(num_cpus=2, num_gpus=1, node_ip_address="127.0.0.1")
+    ray_cluster.cluster.wait_for_nodes()
+    yield ray_cluster
+    ray_cluster.cluster.remove_node(node)
+
+
 @pytest.mark.gpu
 @pytest.mark.ray
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
-def test_one_gpu_worker_trains_with_amp(tmp_path, tiny_model_dir, views, data_dir, precision):
-    import ray
+def test_one_gpu_worker_trains_with_amp(gpu_cluster, tmp_path, tiny_model_dir, views, data_dir,
+                                        precision):
+    check_amp_run(tmp_path, tiny_model_dir, views, data_dir, precision, use_gpu=True)
 
-    from sentray.kit.ray_cluster import init_ray
 
-    if not ray.is_initialized():
-        init_ray(num_cpus=4, num_gpus=1)
-    config = tiny_run_config(tmp_path, tiny_model_dir, views, data_dir, workers=1,
-                             use_gpu=True, precision=precision, epochs=1)
-    summary = run_training(config)
-    assert summary["steps"] == 6 and all(np.isfinite(r["loss"]) for r in summary["history"])
-    assert (tmp_path / "best" / "model.safetensors").is_file()
+@pytest.mark.long
+@pytest.mark.ray
+@pytest.mark.slow
+def test_one_cpu_worker_trains_with_bf16_autocast(ray_cluster, tmp_path, tiny_model_dir, views,
+                                                  data_dir):
+    """The GPU test's twin on a CPU: bf16 autocast, the same run and checks (fp16 is GPU-only:
+    the config refuses it on a CPU)."""
+    check_amp_run(tmp_path, tiny_model_dir, views, data_dir, "bf16", use_gpu=False)
 
 
 def test_weight_decay_skips_biases_and_layer_norms(tokenizer):
@@ -606,6 +661,10 @@ def test_job_flags_reach_the_config(exit_message):
 
     default = config()
     assert (default.pooling, default.mlp, default.max_grad_norm) == ("last_avg", False, 1.0)
+    assert (default.dropout, default.lr) == (0.15, 1e-5)  # SIFTER's paper
+    assert (config("--objective", "simcse").dropout, config("--objective", "simcse").lr) == (
+        0.1, 3e-5)  # SimCSE's paper
+    assert config("--objective", "simcse", "--dropout", "0.15").dropout == 0.15
     assert config("--pooling", "cls_before_pooler").mlp is True
     assert config("--pooling", "cls_before_pooler", "--mlp", "false").mlp is False
     assert config("--pooling", "mean", "--mlp").mlp is True
