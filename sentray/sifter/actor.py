@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from sentray.sifter.config import AugmentConfig
 from sentray.sifter.corpus_filter import filter_reason
+from sentray.sifter.dependency_parse import DependencyParse
 from sentray.sifter.parsers import ParseCache, load_spacy, spacy_load_redirect
 from sentray.sifter.positives import Triple, augment, row_rng, tidy_spacing
 
@@ -36,9 +37,9 @@ class AugmentBatch:
                 self.extractor = OpenIEExtractor(nlp=self.parse_cache,
                                                  enable_entailment=config.openie_entailment)
 
-    def backbones(self, text: str) -> tuple[list[Triple], str | None]:
-        """OpenIE triples, and the dependency backbone when the backend parses for it (None:
-        take spaCy's)."""
+    def backbones(self, text: str) -> tuple[list[Triple], DependencyParse | None]:
+        """OpenIE triples, and the dependency parse when the backend parses for it (None: take
+        spaCy's)."""
         try:
             if self.corenlp is not None:
                 return self.corenlp.backbone(text)
@@ -76,10 +77,10 @@ class AugmentBatch:
             self.parse_cache.prime(parsed, docs)
         for i, head, doc in zip(keep, parsed, docs, strict=True):
             tail = texts[i][len(head):]  # kept verbatim when the parse saw a truncated copy
-            triples, dependency_fallback = self.backbones(head)
+            triples, parse = self.backbones(head)
             result = augment(texts[i], doc, triples, choice=config.triple,
-                             rng=row_rng(config.seed, str(ids[i])),
-                             dependency_fallback=dependency_fallback, z_rule=config.z_rule)
+                             rng=row_rng(config.seed, str(ids[i])), parse=parse,
+                             z_rule=config.z_rule)
             out["backbone_text"][i] = result.backbone_text
             # the tail joins without a space only where the truncation cut inside a word
             joint = " " if head[-1:].isspace() or tail[:1].isspace() else ""

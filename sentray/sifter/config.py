@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sentray.corpus.corpus_job import ActorPoolConfig
+from sentray.corpus.actor_pool import ActorPoolConfig
 from sentray.corpus.sources import CorpusConfig
 from sentray.kit.validation import check_choices
 from sentray.sifter.parsers import SPACY_MODEL

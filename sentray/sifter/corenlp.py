@@ -3,10 +3,11 @@ dependency parser, through stanza's `CoreNLPClient` (one CoreNLP server per node
 localhost).
 
 CoreNLP answers in its JSON format; the functions on top turn one sentence of that answer into
-OpenIE triples and into the dependency backbone (root + direct children), and need no server.
-Both backbone sources come from the same annotation (`openie` and `depparse` annotators), so a
-sentence is parsed once. Z (pruned text) is decided on spaCy's Penn Treebank tags (`tag_`), the
-tag set CoreNLP's own tagger uses.
+OpenIE triples and into a `DependencyParse`, and need no server. Both backbone sources come from
+the same annotation (`openie` and `depparse` annotators), so a sentence is parsed once; Y's
+dependency backbone and its negation rule then run on CoreNLP's parse, through the same code as
+the spacy backend's (`positives.choose_backbone`). Z (pruned text) is decided on spaCy's Penn
+Treebank tags (`tag_`), the tag set CoreNLP's own tagger uses.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import logging
 import os
 from pathlib import Path
 
-from sentray.sifter.positives import Triple, as_sentence
+from sentray.sifter.dependency_parse import DependencyParse, DepToken
+from sentray.sifter.positives import Triple, parse_backbone
 
 logger = logging.getLogger(__name__)
 
@@ -31,28 +33,37 @@ def triples_from_sentence(sentence: dict) -> list[Triple]:
             if t.get("subject") and t.get("relation") and t.get("object")]
 
 
-def dependency_backbone_from_sentence(sentence: dict) -> str:
-    """The root and its direct children (punctuation dropped) of one sentence of CoreNLP's
-    JSON, in sentence order, as a short sentence; '' without a parse."""
-    dependencies = sentence.get("basicDependencies") or []
+def parse_from_sentence(sentence: dict) -> DependencyParse:
+    """The dependency parse (`basicDependencies`) of one sentence of CoreNLP's JSON; an empty
+    parse without one. A token the parse leaves out hangs under the root."""
     tokens = sentence.get("tokens") or []
-    roots = [d["dependent"] for d in dependencies if d.get("dep") == "ROOT"]
+    arcs = {d["dependent"]: d for d in sentence.get("basicDependencies") or []}
+    roots = [d["dependent"] for d in arcs.values() if d.get("dep") == "ROOT"]
     if not roots or not tokens:
-        return ""
-    root = roots[0]
-    keep = {root} | {d["dependent"] for d in dependencies
-                     if d.get("governor") == root and d.get("dep") != "punct"}
-    words = [t["word"] for t in tokens
-             if t["index"] in keep and t.get("pos") not in PUNCTUATION_TAGS]
-    return as_sentence(words)
+        return DependencyParse([])
+    position = {t["index"]: i for i, t in enumerate(tokens)}  # CoreNLP counts from 1
+    parsed = []
+    for i, token in enumerate(tokens):
+        arc = arcs.get(token["index"], {"dep": "dep", "governor": roots[0]})
+        head = i if arc["dep"] == "ROOT" else position.get(arc["governor"], position[roots[0]])
+        parsed.append(DepToken(token.get("originalText") or token["word"], head, arc["dep"],
+                               token.get("pos", ""), arc["dep"] == "punct"
+                               or token.get("pos") in PUNCTUATION_TAGS))
+    return DependencyParse(parsed)
 
 
-def backbone_from_annotation(annotation: dict) -> tuple[list[Triple], str]:
-    """(triples, dependency backbone) of the first sentence of a CoreNLP JSON annotation."""
+def dependency_backbone_from_sentence(sentence: dict) -> str:
+    """The root and its direct children (punctuation dropped, negations carried) of one sentence
+    of CoreNLP's JSON, in sentence order, as a short sentence; '' without a parse."""
+    return parse_backbone(parse_from_sentence(sentence))
+
+
+def backbone_from_annotation(annotation: dict) -> tuple[list[Triple], DependencyParse]:
+    """(triples, dependency parse) of the first sentence of a CoreNLP JSON annotation."""
     sentences = annotation.get("sentences") or []
     if not sentences:
-        return [], ""
-    return triples_from_sentence(sentences[0]), dependency_backbone_from_sentence(sentences[0])
+        return [], DependencyParse([])
+    return triples_from_sentence(sentences[0]), parse_from_sentence(sentences[0])
 
 
 def corenlp_home() -> Path:
@@ -67,7 +78,7 @@ def corenlp_home() -> Path:
 
 
 class CoreNLPBackend:
-    """Triples and dependency backbones from a CoreNLP server on this node (started when
+    """Triples and dependency parses from a CoreNLP server on this node (started when
     `start_server` and none is running at `endpoint`)."""
 
     def __init__(self, endpoint: str = "http://localhost:9000", *, start_server: bool = True,
@@ -85,7 +96,8 @@ class CoreNLPBackend:
             start_server=StartServer.TRY_START if start_server else StartServer.DONT_START,
             properties={"openie.triple.strict": "true", "ssplit.isOneSentence": "true"})
 
-    def backbone(self, text: str) -> tuple[list[Triple], str]:
+    def backbone(self, text: str) -> tuple[list[Triple], DependencyParse]:
+        """OpenIE triples and the dependency parse of `text` (its first sentence)."""
         return backbone_from_annotation(self.client.annotate(text))
 
     def close(self) -> None:

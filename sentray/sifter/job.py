@@ -18,6 +18,7 @@ from sentray.kit import storage
 from sentray.sifter.actor import AugmentBatch
 from sentray.sifter.config import AugmentConfig
 from sentray.sifter.parsers import load_spacy
+from sentray.sifter.positives import VIEWS_REVISION
 
 # -- the Ray Data job -----------------------------------------------------------------------------
 
@@ -94,7 +95,7 @@ def augment_settings(config: AugmentConfig, versions: dict,
     other value would mix two kinds of Y and Z, or two filters, in one output."""
     corpus = config.corpus
     return {"backend": config.backend, **versions, "triple": config.triple, "seed": config.seed,
-            "z_rule": config.z_rule,
+            "z_rule": config.z_rule, "views_revision": VIEWS_REVISION,
             "min_words": config.min_words, "keep_short": config.keep_short,
             "keep_capitalized_tail": config.keep_capitalized_tail,
             "max_parse_chars": config.max_parse_chars,

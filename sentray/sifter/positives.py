@@ -5,7 +5,13 @@ section "Data augmentation"):
 - Y, *add sentence backbone*: X followed by its backbone as a short sentence. The backbone is an
   OpenIE relation triple (subject, relation, object) of X, one picked at random (seeded) or the
   longest; where OpenIE finds none, the first two levels of X's dependency tree (the root and
-  its direct children, in sentence order, punctuation dropped).
+  its direct children, in sentence order, punctuation dropped). Two rules of this project's
+  (issue 36), not the paper's: a backbone never drops a negation that governs its relation or
+  its arguments in X (`sentray.sifter.negation`): a triple that would is not chosen, and the
+  dependency backbone carries the negation ("There is no reason to doubt it." -> "There is no
+  reason.", not "There is reason."); and a backbone that is X repeated (the same letters and
+  digits) is not appended. In either case the next source is tried; where none is left, Y = X
+  (source "none"), which makes (X, Y) SimCSE's own positive pair.
 - Z, *delete useless words*: X without its articles, coordinating conjunctions and personal and
   possessive pronouns, decided on Penn Treebank tags (spaCy's `token.tag_`, the tag set
   Stanford CoreNLP's tagger gives the paper's tools): `DT` a/an/the, `CC`, `PRP`, `PRP$`.
@@ -16,7 +22,12 @@ section "Data augmentation"):
   turns a condition or a concession into an assertion). Wh-pronouns (`WP`, `WP$`) stay: Penn
   files them with the wh-words, not with the personal pronouns, and they are a question's focus
   or a relative clause's link ("It is what it is." -> "is what is.", not "is is."). Z = X when
-  nothing would remain. Examples (hand-checked, tests/sifter/test_positives.py):
+  nothing would remain. The keep-list and the subordinators are this project's deviation from
+  the paper, which deletes "conjunctions" and names no tags: read literally, it would delete
+  "nor", "neither", "either" and "both" (all `CC`). The two halves of a correlative pair go
+  or stay together: where the first ("either", "neither", "both", "whether", "not only") is
+  kept, its second ("or", "nor", "and", "but") is too ("Either you go or I go." -> "Either go
+  or go.", not "Either go go."). Examples (hand-checked, tests/sifter/test_positives.py):
 
       Nobody came to the party because it rained.  ->  Nobody came to party because rained.
       I saw nothing in his room.                   ->  saw nothing in room.
@@ -28,10 +39,11 @@ section "Data augmentation"):
   "anyone", "neither", "if" ("came to party rained.", "saw in room."), and joined the words
   around a deleted clitic ("Let's not" -> "Letnot"); docs/experiments/z_audit.py measures both
   on Brown.
-The functions take spaCy `Doc`s (or anything with the same token attributes) and triples; the
-parsers that produce them are spaCy + triplet-extract (`sentray.sifter.parsers`) or CoreNLP
+The functions take spaCy `Doc`s (or anything with the same token attributes) and triples; Y's
+dependency backbone and negation rule read a `DependencyParse` (spaCy's, or CoreNLP's own). The
+parsers are spaCy + triplet-extract (`sentray.sifter.parsers`) or CoreNLP
 (`sentray.sifter.corenlp`), both above this module. The paper's corpus filter is in
-`sentray.sifter.corpus_filter`.
+`sentray.sifter.corpus_filter`. The rules, their reasons and their audit: docs/sifter-views.md.
 """
 
 from __future__ import annotations
@@ -43,19 +55,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from sentray.sifter.dependency_parse import DependencyParse
+from sentray.sifter.negation import NEGATIONS, carry_negations, drops_negation
+
 ARTICLES = frozenset({"a", "an", "the"})  # deleted only when tagged DT (not "A" in "Vitamin A")
 # Penn Treebank tags Z deletes: coordinating conjunction, personal and possessive pronoun
 DELETED_TAGS = frozenset({"CC", "PRP", "PRP$"})
-NEGATIONS = frozenset({"not", "n't", "no", "nor", "neither", "never", "none", "nobody", "nothing",
-                       "nowhere", "noone"})
 QUANTIFIERS = frozenset({"all", "any", "anybody", "anyone", "anything", "anywhere", "both", "each",
                          "either", "every", "everybody", "everyone", "everything", "everywhere",
                          "few", "fewer", "half", "least", "less", "many", "more", "most", "much",
                          "several", "some", "somebody", "someone", "something", "somewhere"})
 # Z keeps these whatever they are tagged: deleting one changes what the sentence asserts
 KEPT_WORDS = NEGATIONS | QUANTIFIERS
+# the first half of a correlative pair -> its second halves; Z keeps the second where it keeps
+# the first ("not" counts only in "not only")
+CORRELATIVES = {"either": frozenset({"or"}), "neither": frozenset({"nor", "or"}),
+                "both": frozenset({"and"}), "whether": frozenset({"or"}),
+                "not": frozenset({"but"})}
 # The rule before issue 25 (`z_rule="ud"`): spaCy's UD parts of speech
 UD_DELETED_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
+# The issue that last changed what Y or Z is for the same settings (36: negations kept in Y's
+# backbone, no X repeated, correlative pairs in Z); the job records it, so an output made
+# before is never resumed by this code
+VIEWS_REVISION = 36
 TripleChoice = Literal["random", "longest"]
 ZRule = Literal["penn", "ud"]
 BackboneSource = Literal["openie", "dependency", "none"]
@@ -79,6 +101,7 @@ class Augmented:
     pruned_text: str  # Z
     triple: Triple | None
     backbone_source: BackboneSource
+    backbone: str = ""  # the sentence appended to X ('' when none: Y = X)
 
 
 # -- text helpers ---------------------------------------------------------------------------------
@@ -122,15 +145,47 @@ def is_useless_ud(token) -> bool:
     return token.pos_ == "DET" and token.lower_ in ARTICLES
 
 
+def correlative_partners(doc) -> set[int]:
+    """Positions of the second halves of the correlative pairs in `doc` ("or" of "either ...
+    or", "nor" of "neither ... nor", "and" of "both ... and", "or" of "whether ... or", "but" of
+    "not only ... but"): for each first half, the first following second half of the same
+    sentence whose head is in the subtree of the first half's head (a first half tagged `CC` or
+    labelled `preconj`, "whether", "not only"), or is the first half's own head (a determiner:
+    "both the platform and the language"). A pronoun opens no pair ("I like both, and ...")."""
+    partners: set[int] = set()
+    for opener in doc:
+        word = opener.lower_
+        following = doc[opener.i + 1:opener.sent.end]
+        if word == "not" and not (len(following) and following[0].lower_ == "only"):
+            continue
+        if word not in CORRELATIVES:
+            continue
+        if opener.tag_ == "CC" or opener.dep_ == "preconj" or word in ("whether", "not"):
+            reach = {t.i for t in opener.head.subtree}
+        elif opener.dep_ in ("det", "predet", "advmod"):  # "both the platform and the
+            reach = {opener.head.i}  # language": the "and" of its own word only
+        else:  # a pronoun ("I like both, and she likes neither."): no pair
+            continue
+        partner = next((t for t in following if t.lower_ in CORRELATIVES[word]
+                        and t.i not in partners and t.head.i in reach), None)
+        if partner is not None:
+            partners.add(partner.i)
+    return partners
+
+
 def prune_text(doc, rule: ZRule = "penn") -> str:
     """Z: the document without its useless words, spacing tidied; the original text when only
-    punctuation or nothing would remain. Under the Penn rule a deleted word leaves its trailing
-    space, so the words around a deleted clitic stay apart ("Let's not" -> "Let not"); the UD
-    rule keeps its old joining ("Letnot"), so that it remakes the first study's Zs exactly."""
+    punctuation or nothing would remain. Under the Penn rule the second half of a correlative
+    pair stays (`correlative_partners`), and a deleted word leaves its trailing space, so the
+    words around a deleted clitic stay apart ("Let's not" -> "Let not"); the UD rule keeps its
+    old joining ("Letnot"), so that it remakes the first study's Zs exactly."""
     if rule not in ("penn", "ud"):
         raise ValueError(f"the Z rule must be penn or ud, got {rule!r}")
-    useless = is_useless if rule == "penn" else is_useless_ud
-    deleted = [useless(t) for t in doc]
+    if rule == "ud":
+        deleted = [is_useless_ud(t) for t in doc]
+    else:
+        partners = correlative_partners(doc) if doc.has_annotation("DEP") else set()
+        deleted = [is_useless(t) and t.i not in partners for t in doc]
     if all(d or t.is_punct or t.is_space for t, d in zip(doc, deleted, strict=True)):
         return doc.text
     if rule == "ud":
@@ -144,14 +199,30 @@ def prune_text(doc, rule: ZRule = "penn") -> str:
 
 
 def dependency_backbone(doc) -> str:
+    """The dependency backbone of a spaCy `Doc` (`parse_backbone`)."""
+    return parse_backbone(DependencyParse.from_spacy(doc))
+
+
+def parse_backbone(parse: DependencyParse) -> str:
     """The first two levels of the first sentence's dependency tree as a short sentence: the root
-    and its direct children in sentence order, punctuation dropped. '' for an empty doc."""
-    sentences = list(doc.sents) if doc.has_annotation("DEP") else []
-    if not sentences:
+    and its direct children in sentence order, punctuation dropped, with every negation they
+    would drop carried (`negation.carry_negations`). '' for an empty parse."""
+    root = parse.root()
+    if root is None:
         return ""
-    root = sentences[0].root
-    tokens = [root] + [c for c in root.children if not (c.is_punct or c.is_space)]
-    return as_sentence([t.text for t in sorted(tokens, key=lambda t: t.i)])
+    kept = carry_negations(parse, {root} | {c for c in parse.children[root]
+                                            if not parse.tokens[c].punct})
+    return as_sentence([parse.tokens[t].text for t in sorted(kept)])
+
+
+def repeats(backbone: str, text: str) -> bool:
+    """The backbone is X repeated: the same letters and digits in the same order (case, spacing
+    and punctuation aside: "does n't" and "got ta", as the parsers split them, are X's "doesn't"
+    and "gotta")."""
+    def letters(value: str) -> str:
+        return re.sub(r"[\W_]", "", value.lower())
+
+    return letters(backbone) == letters(text)
 
 
 def row_rng(seed: int, row_key: str) -> random.Random:
@@ -175,18 +246,32 @@ def choose_triple(triples: Sequence[Triple], choice: TripleChoice,
     return rng.choice(triples)
 
 
-def augment(text: str, doc, triples: Sequence[Triple], *, choice: TripleChoice = "random",
-            rng: random.Random | None = None, dependency_fallback: str | None = None,
-            z_rule: ZRule = "penn") -> Augmented:
-    """Y and Z for sentence `text` given its spaCy parse `doc` and its OpenIE triples. The
-    dependency backbone comes from `doc` unless another parser's is given; Z follows
-    `z_rule` (`prune_text`)."""
-    triple = choose_triple(triples, choice, rng or random.Random(0))
+def choose_backbone(text: str, parse: DependencyParse, triples: Sequence[Triple],
+                    choice: TripleChoice, rng: random.Random
+                    ) -> tuple[str, Triple | None, BackboneSource]:
+    """(backbone, triple, source) of sentence `text` with parse `parse`: an OpenIE triple that
+    drops no negation of X and is not X repeated (`choose_triple` among them); else the
+    dependency backbone (negations carried) unless it is X repeated; else none."""
+    usable = [t for t in triples
+              if not drops_negation(parse, (t.subject, t.relation, t.object))
+              and not repeats(t.as_sentence(), text)]
+    triple = choose_triple(usable, choice, rng)
     if triple is not None:
-        backbone, source = triple.as_sentence(), "openie"
-    else:
-        backbone = (dependency_fallback if dependency_fallback is not None
-                    else dependency_backbone(doc))
-        source = "dependency" if backbone else "none"
+        return triple.as_sentence(), triple, "openie"
+    backbone = parse_backbone(parse)
+    if backbone and not repeats(backbone, text):
+        return backbone, None, "dependency"
+    return "", None, "none"
+
+
+def augment(text: str, doc, triples: Sequence[Triple], *, choice: TripleChoice = "random",
+            rng: random.Random | None = None, parse: DependencyParse | None = None,
+            z_rule: ZRule = "penn") -> Augmented:
+    """Y and Z for sentence `text` given its spaCy parse `doc` and its OpenIE triples. Y's
+    negation rule and dependency backbone read `parse` (the CoreNLP backend's own) or else
+    `doc`'s; Z follows `z_rule` (`prune_text`)."""
+    parse = parse if parse is not None else DependencyParse.from_spacy(doc)
+    backbone, triple, source = choose_backbone(text, parse, triples, choice,
+                                               rng or random.Random(0))
     backbone_text = tidy_spacing(f"{text} {backbone}") if backbone else text
-    return Augmented(backbone_text, prune_text(doc, z_rule), triple, source)
+    return Augmented(backbone_text, prune_text(doc, z_rule), triple, source, backbone)

@@ -79,7 +79,9 @@ def test_every_row_is_kept_or_rejected_with_its_reason(ray_cluster, augment_job,
     for row, record in kept.items():
         assert record["text"] == LINES[row] and record["id"] == f"bad.txt:{row}"
         assert record["backbone_text"].startswith(LINES[row].strip())
-        assert record["backbone_source"] in ("openie", "dependency")
+        assert record["backbone_source"] in ("openie", "dependency", "none")
+        if record["backbone_source"] == "none":  # every backbone would repeat X: Y = X
+            assert record["backbone_text"] == LINES[row]
         assert record["pruned_text"]
         if record["backbone_source"] == "openie":
             assert record["subject"] and record["relation"] and record["object"]
@@ -151,6 +153,32 @@ def test_a_rerun_with_the_other_z_rule_is_refused_before_ray(augment_job, tmp_pa
     with pytest.raises(SystemExit) as info:
         augment_job.main(["--input", str(corpus), "--output", str(out), "--z-rule", "ud"])
     assert "z_rule: 'penn' (stored) != 'ud' (this run)" in exit_message(info)
+
+
+def test_an_output_made_by_the_views_before_issue_36_is_not_resumed(augment_job, tmp_path,
+                                                                    exit_message, monkeypatch):
+    """Y's negation rule and Z's correlative pairs changed the rows of the same settings: an
+    output whose _settings.json predates them (no `views_revision`) is not mixed into."""
+    import ray
+
+    from sentray.kit import storage
+    from sentray.kit.settings_record import write_settings
+    from sentray.sifter.config import AugmentConfig
+    from sentray.sifter.job import augment_settings, check_backend
+
+    corpus = tmp_path / "x.txt"
+    corpus.write_text("One two three four.\n")
+    out = tmp_path / "o"
+    made = AugmentConfig(output=str(out)).resolved()
+    (out / "a-1").mkdir(parents=True)
+    (out / "a-1" / "part-000000000000-000000000001-of-000000000001.parquet").write_bytes(b"PAR1")
+    before = augment_settings(made, check_backend(made))
+    del before["views_revision"]
+    write_settings(storage.locate(str(out)), before, "augment")
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started"))
+    with pytest.raises(SystemExit) as info:
+        augment_job.main(["--input", str(corpus), "--output", str(out)])
+    assert "views_revision: None (stored) != 36 (this run)" in exit_message(info)
 
 
 def _wait_for(url: str, seconds: float) -> None:

@@ -1,6 +1,7 @@
 """The corenlp backend without a server: CoreNLP's JSON (the server's documented output format,
-outputFormat=json) into triples and the dependency backbone; clear errors when CoreNLP or
-stanza is missing."""
+outputFormat=json) into triples, a dependency parse and the dependency backbone; Y's negation
+rule on CoreNLP's Universal Dependencies parse (the same code as on spaCy's); clear errors when
+CoreNLP or stanza is missing."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from sentray.sifter.corenlp import (
     backbone_from_annotation,
     corenlp_home,
     dependency_backbone_from_sentence,
+    parse_from_sentence,
     triples_from_sentence,
 )
-from sentray.sifter.positives import Triple
+from sentray.sifter.positives import Triple, choose_backbone, row_rng
 
 
 def token(index, word, pos):
@@ -63,9 +65,63 @@ def test_dependency_backbone_from_corenlp_json():
 
 
 def test_backbone_of_an_annotation_uses_its_first_sentence():
-    triples, backbone = backbone_from_annotation({"sentences": [SENTENCE, {"openie": []}]})
-    assert triples == [Triple("cat", "sat on", "mat")] and backbone == "Cat sat mat."
-    assert backbone_from_annotation({"sentences": []}) == ([], "")
+    triples, parse = backbone_from_annotation({"sentences": [SENTENCE, {"openie": []}]})
+    assert triples == [Triple("cat", "sat on", "mat")]
+    assert parse.tokens == parse_from_sentence(SENTENCE).tokens
+    assert [(t.text, t.head, t.dep) for t in parse.tokens][:3] == [
+        ("The", 1, "det"), ("cat", 2, "nsubj"), ("sat", 2, "ROOT")]
+    triples, parse = backbone_from_annotation({"sentences": []})
+    assert triples == [] and len(parse) == 0
+
+
+def ud_sentence(words: str, tags: str, arcs: list[tuple[str, int, int]],
+                openie: list[tuple[str, str, str]] = ()) -> dict:
+    """One sentence of CoreNLP's JSON: words and Penn tags (space-separated), arcs
+    (label, governor, dependent) counted from 1 as CoreNLP does (governor 0: ROOT)."""
+    tokens = [token(i, w, t) for i, (w, t) in enumerate(zip(words.split(), tags.split(),
+                                                            strict=True), start=1)]
+    return {"tokens": tokens,
+            "basicDependencies": [{"dep": d, "governor": g, "dependent": e} for d, g, e in arcs],
+            "openie": [{"subject": a, "relation": b, "object": c} for a, b, c in openie]}
+
+
+# CoreNLP 4.5's Universal Dependencies hang some words elsewhere than spaCy does ("nor" under
+# the conjunct it brings in, "without" as a `mark` under its verb); the rule reads both alike.
+NO_REASON = ud_sentence(
+    "There is no reason to doubt it .", "EX VBZ DT NN TO VB PRP .",
+    [("ROOT", 0, 2), ("expl", 2, 1), ("det", 4, 3), ("nsubj", 2, 4), ("mark", 6, 5),
+     ("acl", 4, 6), ("obj", 6, 7), ("punct", 2, 8)],
+    [("There", "is", "reason to doubt it")])
+NEITHER_NOR = ud_sentence(
+    "Neither John nor Mary saw the film .", "CC NNP CC NNP VBD DT NN .",
+    [("ROOT", 0, 5), ("cc:preconj", 2, 1), ("nsubj", 5, 2), ("cc", 4, 3), ("conj", 2, 4),
+     ("det", 7, 6), ("obj", 5, 7), ("punct", 5, 8)],
+    [("Mary", "saw", "the film"), ("Neither John nor Mary", "saw", "film")])
+WITHOUT = ud_sentence(
+    "He left without saying goodbye .", "PRP VBD IN VBG NN .",
+    [("ROOT", 0, 2), ("nsubj", 2, 1), ("mark", 4, 3), ("advcl", 2, 4), ("obj", 4, 5),
+     ("punct", 2, 6)])
+
+
+@pytest.mark.parametrize("sentence,backbone", [
+    (NO_REASON, "There is no reason."),  # root + children alone: "There is reason."
+    (NEITHER_NOR, "Neither John nor Mary saw film."),  # alone: "John saw film."
+    (WITHOUT, "He left without saying."),  # alone: "He left saying."
+])
+def test_dependency_backbone_from_corenlp_carries_negations(sentence, backbone):
+    assert dependency_backbone_from_sentence(sentence) == backbone
+
+
+def test_corenlp_triples_that_drop_a_negation_are_not_chosen():
+    for sentence, text, expected in [
+            (NO_REASON, "There is no reason to doubt it.",
+             ("There is no reason.", None, "dependency")),
+            (NEITHER_NOR, "Neither John nor Mary saw the film.",
+             ("Neither John nor Mary saw film.",
+              Triple("Neither John nor Mary", "saw", "film"), "openie"))]:
+        triples, parse = backbone_from_annotation({"sentences": [sentence]})
+        for seed in range(8):
+            assert choose_backbone(text, parse, triples, "random", row_rng(seed, "x")) == expected
 
 
 def test_missing_corenlp_names_corenlp_home(tmp_path, monkeypatch):
@@ -125,5 +181,6 @@ def test_the_client_is_configured_for_openie(monkeypatch, tmp_path):
         assert requires.get(annotator, set()) <= set(annotators[:position]), annotator
     assert seen["endpoint"] == "http://127.0.0.1:9001"
     assert seen["start_server"] == stanza_server.StartServer.DONT_START
-    assert backend.backbone("The cat sat on the mat.") == (
-        [Triple("cat", "sat on", "mat")], "Cat sat mat.")
+    triples, parse = backend.backbone("The cat sat on the mat.")
+    assert triples == [Triple("cat", "sat on", "mat")]
+    assert parse.tokens == parse_from_sentence(SENTENCE).tokens

@@ -52,10 +52,24 @@ def nlp():
     ("It is what it is.", "is what is."),  # "what" is WP: kept
     ("An owl saw a mouse.", "owl saw mouse."),
     # Neither/nor are tagged CC and Both/Either too (as correlatives): kept as negations and
-    # quantifiers, while the plain "and", "or", "yet" go
+    # quantifiers, and the second half of each pair with them (issue 36: "Either you go or I
+    # go." gave "Either go go."), while the plain "and", "or", "yet" go
     ("Neither John nor Mary saw anyone.", "Neither John nor Mary saw anyone."),
-    ("Both the boys and the girls left, yet nobody cried.", "Both boys girls left, nobody cried."),
-    ("Either you or I must go.", "Either must go."),
+    ("Both the boys and the girls left, yet nobody cried.",
+     "Both boys and girls left, nobody cried."),
+    ("Either you go or I go.", "Either go or go."),
+    ("Either you or I must go.", "Either or must go."),  # both halves, though both pronouns go
+    ("You can either stay or leave.", "can either stay or leave."),
+    ("He neither ate nor drank.", "neither ate nor drank."),
+    ("She is both smart and kind.", "is both smart and kind."),
+    ("Whether you like it or not, we leave.", "Whether like or not, leave."),
+    ("He is not only rich but also kind.", "is not only rich but also kind."),
+    ("He scorned both the platform and the language.", "scorned both platform and language."),
+    # no pair: "Either" determines "way", not the clauses "or" joins; "both" is a pronoun: the
+    # "or" and "and" go
+    ("Either way, it works or it fails.", "Either way, works fails."),
+    ("I like both, and she likes neither.", "like both, likes neither."),
+    ("Both have blue eyes and short hair.", "Both have blue eyes short hair."),
     # "that" and "if" are IN (subordinators): kept; "every" is DT but no article
     ("He said that if it rains, every game is off.", "said that if rains, every game is off."),
     ("We don't have any money, and neither do they.", "don't have any money, neither do."),
@@ -131,6 +145,7 @@ def test_backbone_from_openie_triple(nlp):
     triples = [Triple("I", "like", "apple")]
     out = augment(sentence, nlp(sentence), triples)
     assert out.backbone_text == "I like apple because it is sweet and delicious. I like apple."
+    assert out.backbone == "I like apple."
     assert out.backbone_source == "openie" and out.triple == triples[0]
     assert out.pruned_text == "like apple because is sweet delicious."
 
@@ -144,7 +159,7 @@ def test_dependency_fallback_when_openie_finds_nothing(nlp):
 
 def test_no_backbone_at_all(nlp):
     out = augment("", nlp(""), [])
-    assert out.backbone_source == "none" and out.backbone_text == ""
+    assert out.backbone_source == "none" and out.backbone_text == "" and out.backbone == ""
 
 
 def test_triple_choice():
