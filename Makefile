@@ -2,7 +2,7 @@
 PYTHON ?= python3
 STAMP := .installed
 
-.PHONY: install demo test test-long lint bench
+.PHONY: install demo cluster-demo test test-long lint bench docs
 
 # torch first and pinned: a loose or implicit torch spec can pull a multi-GB CUDA build.
 $(STAMP): pyproject.toml
@@ -16,6 +16,12 @@ install: $(STAMP)
 # the bundled 1,000-sentence Brown sample -> out/embeddings.
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PYTHON) jobs/embed.py
+
+# An autoscaling cluster on this machine (cluster.yaml's node types scaled down, Ray's autoscaler
+# and fake multi-node provider, loopback only): the embedding job submitted through the Jobs API,
+# the worker nodes printed as they come and go, the cluster torn down (its own processes only).
+cluster-demo: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PYTHON) bench/cluster_demo.py
 
 test: $(STAMP)
 	$(PYTHON) -m pytest -q
@@ -31,3 +37,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PYTHON) bench/bench_pooling.py
 	HF_HUB_OFFLINE=1 $(PYTHON) bench/bench_embed.py
+
+# The documentation site (mkdocs.yml) into build/site, strict: a broken link, an unknown anchor or
+# a page missing from the nav fails. The reference pages are generated from the code first.
+docs: $(STAMP)
+	$(PYTHON) docs/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict

@@ -112,14 +112,19 @@ def quality(sentences: list[str], ditto_head: str) -> dict:
     return out
 
 
-def sts(tasks: str, data_dir: str | None) -> dict:
+def sts(tasks: str, data_dir: str | None, ditto_head: str) -> dict:
+    """Each task's Spearman x 100 in fp32 and bf16, for mean pooling and for Ditto."""
     from sentray.evaluation.sts import evaluate
 
     out = {}
-    for precision in ("fp32", "bf16"):
-        results = evaluate(sentray_encoder(precision), tasks, data_dir=data_dir)
-        out[precision] = {task: round(score, 2) for task, score in results.items()}
-        print(f"  STS {precision}: {out[precision]}", flush=True)
+    for label, pooling, head in (("mean", "mean", None), (f"ditto {ditto_head}", "ditto",
+                                                           ditto_head)):
+        for precision in ("fp32", "bf16"):
+            results = evaluate(sentray_encoder(precision, pooling, head), tasks,
+                               data_dir=data_dir)
+            scores = {task: round(score, 2) for task, score in results.items()}
+            out[f"{label} {precision}"] = scores
+            print(f"  STS {label} {precision}: {scores}", flush=True)
     return out
 
 
@@ -144,7 +149,9 @@ def main() -> None:
     features = cpu_bf16_features()
     report = {"cpu": cpu_info()["name"], "bf16_features": features,
               "bf16": "native" if features else f"emulated (no {' or '.join(BF16_CPU_FLAGS)})",
-              "torch": torch.__version__, "threads": args.threads, "model": "all-MiniLM-L6-v2"}
+              "torch": torch.__version__, "threads": args.threads, "model": "all-MiniLM-L6-v2",
+              "speed_rows": args.speed_rows, "repeats": args.repeats,
+              "quality_rows": args.quality_rows, "sts_tasks": args.sts}
     print(f"CPU: {report['cpu']}; bf16 {report['bf16']}; {args.threads} thread(s)", flush=True)
     lines = Path(args.corpus).read_text(encoding="utf-8").splitlines()
     print(f"speed, {args.speed_rows} sentences, batch 32, best of {args.repeats}:", flush=True)
@@ -153,7 +160,8 @@ def main() -> None:
         print(f"quality, bf16 against fp32 on {args.quality_rows} sentences:", flush=True)
         report["quality"] = quality(lines[:args.quality_rows], args.ditto_head)
     if args.sts:
-        report["sts"] = sts(None if args.sts == "all" else args.sts, args.data_dir)
+        report["sts"] = sts(None if args.sts == "all" else args.sts, args.data_dir,
+                            args.ditto_head)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
         print(f"wrote {args.out}")

@@ -6,7 +6,7 @@ For each size: N distinct rows (Brown sentences, each made unique by its row num
 Parquet (`--input-files` files, row groups of 100,000, an int64 id column); then
 
 - the encoder alone: `EmbedBatch` (the actors' class) in this process, on blocks of the job's
-  size, over the first 200,000 rows; rows/s, for one process and for `--actors` of them;
+  size, over the first `--alone-rows` rows (200,000); rows/s, for one process and for `--actors` of them;
 - `jobs/embed.py` on a private loopback cluster (`--actors 2`, `--rows-per-file`): rows/s end to
   end (launch to summary), peak driver RSS, peak object-store use (sampled every second),
   output files before and after compaction, seconds before the first part, in the pipeline, in
@@ -147,7 +147,7 @@ def measure(rows: int, root: Path, sentences: list[str], args) -> dict:
     generated = time.perf_counter() - started
     job_args = ["--input", str(inputs), "--output", str(output), *args.job_args.split()]
     config = job_config(inputs, output, args.job_args.split())
-    alone = encoder_alone(config, min(rows, 200_000))
+    alone = encoder_alone(config, min(rows, args.alone_rows))
     address = ray.get_runtime_context().gcs_address
     launched = time.time()
     run = run_job(job_args, address)
@@ -186,6 +186,9 @@ def main() -> None:
     parser.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     parser.add_argument("--job-args", default="--pooling static_avg --actors 2 --output-dtype "
                         "int8 --rows-per-file 1000000")
+    parser.add_argument("--alone-rows", type=int, default=200_000,
+                        help="rows the encoder alone is timed on (default: %(default)s; a "
+                             "transformer pooling on a CPU: 20000 is enough)")
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
     parser.add_argument("--keep", default=None, help="work in this folder (default: a temp one)")
     args = parser.parse_args()
@@ -209,8 +212,12 @@ def main() -> None:
     print_table(results)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"job_args": args.job_args, "sizes": results},
-                                             indent=1))
+        from sentray.encode.precision import cpu_bf16_features, cpu_info
+
+        Path(args.out).write_text(json.dumps({
+            "cpu": cpu_info()["name"], "cpus": os.cpu_count(),
+            "bf16_features": cpu_bf16_features(), "job_args": args.job_args,
+            "sizes": results}, indent=1))
 
 
 def print_table(results: list[dict]) -> None:

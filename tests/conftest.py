@@ -26,11 +26,19 @@ ROOT = Path(__file__).resolve().parents[1]
 # The property tests (Hypothesis): a fixed example budget per test (set on each), no deadline
 # (a 2-core machine under load is slow, not wrong), and the examples that once failed kept in
 # tests/hypothesis-examples (committed), so every run, CI's fresh clone too, replays them first.
+# That folder is read-only to Hypothesis (which deletes an example once it passes, and would
+# empty the committed folder as soon as the bugs were fixed); new failures go to .hypothesis/
+# (not committed): copy one into tests/hypothesis-examples to keep it.
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
-from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
+from hypothesis.database import (  # noqa: E402
+    DirectoryBasedExampleDatabase,
+    MultiplexedDatabase,
+    ReadOnlyDatabase,
+)
 
-_hypothesis_settings.register_profile("sentray", deadline=None, database=(
-    DirectoryBasedExampleDatabase(str(ROOT / "tests" / "hypothesis-examples"))))
+_hypothesis_settings.register_profile("sentray", deadline=None, database=MultiplexedDatabase(
+    ReadOnlyDatabase(DirectoryBasedExampleDatabase(str(ROOT / "tests" / "hypothesis-examples"))),
+    DirectoryBasedExampleDatabase(str(ROOT / ".hypothesis" / "examples"))))
 _hypothesis_settings.load_profile("sentray")
 
 

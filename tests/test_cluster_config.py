@@ -114,3 +114,51 @@ def test_nodes_install_the_torch_the_project_pins(config: dict[str, Any]) -> Non
     installed = {word.strip("'\"") for command in config["setup_commands"]
                  for word in shlex.split(command) if word.startswith("torch")}
     assert len(pinned) == 1 and installed == pinned, (installed, pinned)
+
+
+def test_the_head_takes_no_work(config: dict[str, Any]) -> None:
+    """CPU: 0 on the head: every task and actor goes to a worker, which the autoscaler launches
+    from zero (the long-tier test tests/cluster/test_autoscaling.py shows it does)."""
+    assert config["available_node_types"]["head"]["resources"] == {"CPU": 0}
+
+
+def test_local_node_types_are_cluster_yamls_scaled_down(config: dict[str, Any]) -> None:
+    """The local autoscaling cluster of the long tier, the demo and the bench: cluster.yaml's
+    worker types, their CPUs scaled (m5.4xlarge's 16 vCPUs -> 2, g5.xlarge's 4 -> 1), the GPU
+    kept, min_workers as written, max_workers capped; its config passes Ray's validator."""
+    from sentray.kit.cluster_types import HEAD_TYPE, LocalNodeTypes
+
+    local = LocalNodeTypes.from_cluster_yaml(CLUSTER_YAML, cpus_per_worker=2, max_workers=2)
+    assert local.head == {"CPU": 0.0}
+    assert set(local.workers) == set(WORKER_TYPES)
+    assert local.workers["cpu_worker"]["resources"] == {"CPU": 2}
+    assert local.workers["gpu_worker"]["resources"] == {"CPU": 1, "GPU": 1}
+    for name in WORKER_TYPES:
+        assert local.workers[name]["min_workers"] == config["available_node_types"][name][
+            "min_workers"] == 0
+        assert local.workers[name]["max_workers"] == 2
+    autoscaling = local.autoscaling_config("127.0.0.1:6380")
+    validate_config(autoscaling)
+    assert autoscaling["provider"]["gcs_address"] == "127.0.0.1:6380"
+    assert autoscaling["available_node_types"][HEAD_TYPE]["resources"] == {"CPU": 0.0}
+    assert autoscaling["idle_timeout_minutes"] == 0.25
+
+
+def test_an_unknown_instance_type_says_what_to_add(tmp_path, config: dict[str, Any]) -> None:
+    from sentray.kit.cluster_types import LocalNodeTypes
+
+    config["available_node_types"]["cpu_worker"]["node_config"]["InstanceType"] = "x9.huge"
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ValueError, match="x9.huge.*INSTANCE_SHAPES.*resources: {CPU: N}"):
+        LocalNodeTypes.from_cluster_yaml(path)
+
+
+def test_workers_have_a_role_for_s3(config: dict[str, Any]) -> None:
+    """Ray gives only the head an instance profile; the workers' Ray Data tasks and actors read
+    and write s3:// with their own (the profile `ray up` creates for the head: S3 access)."""
+    for name in WORKER_TYPES:
+        node_config = config["available_node_types"][name]["node_config"]
+        assert node_config["IamInstanceProfile"] == {"Name": "ray-autoscaler-v1"}, name
+    head = config["available_node_types"]["head"]["node_config"]
+    assert "IamInstanceProfile" not in head  # Ray's own default, created by `ray up`

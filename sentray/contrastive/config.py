@@ -5,6 +5,7 @@ the model (its read-out) and the run's name."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,7 +72,10 @@ class TrainConfig:
     data_dir: str | None = None  # SentEval folder for STS-B dev (default: $SENTRAY_DATA_DIR)
     workers: int = 1  # DDP workers
     use_gpu: bool = False  # one GPU per worker
-    cpus_per_worker: float = 1.0  # CPUs per worker, also its torch threads on CPU
+    # CPUs per worker, also its torch threads on CPU. Default: on a cluster the job starts itself
+    # (no address), CPU training, this machine's CPUs shared by the workers (one worker of 1
+    # left a 2-core machine half idle: 71 min for the default run); else 1
+    cpus_per_worker: float | None = None
     # autocast dtype: fp16 or bf16 on GPU; bf16 on CPU (native with AMX or AVX512-BF16)
     precision: Precision = "fp32"
     max_failures: int = 3  # worker-group restarts from the last checkpoint before giving up
@@ -123,7 +127,8 @@ class TrainConfig:
         if self.precision == "fp16" and not self.use_gpu:
             raise ValueError("precision 'fp16' is for GPU training (--use-gpu); on a CPU use "
                              "bf16 (autocast; native with AMX or AVX512-BF16) or fp32")
-        if self.cpus_per_worker <= 0 or self.max_failures < 0:
+        if (self.cpus_per_worker is not None and self.cpus_per_worker <= 0) \
+                or self.max_failures < 0:
             raise ValueError("cpus_per_worker must be > 0 and max_failures >= 0")
         if self.name is not None and (not self.name or "/" in self.name):
             raise ValueError(f"run name must be a non-empty folder name, got {self.name!r}")
@@ -157,7 +162,8 @@ class TrainConfig:
         if config.pooling in DITTO_POOLINGS:  # the model's known head, or an error asking for one
             config = dataclasses.replace(config, head=EncoderConfig(
                 model=config.model, pooling=config.pooling, head=config.head).resolved().head)
-        return dataclasses.replace(config, name=config.name or config.objective)
+        return dataclasses.replace(config, name=config.name or config.objective,
+                                   cpus_per_worker=config.cpus_per_worker or default_cpus(config))
 
     @property
     def views(self) -> int:
@@ -167,4 +173,12 @@ class TrainConfig:
     @property
     def local_batch_size(self) -> int:
         return self.batch_size // self.workers
+
+
+def default_cpus(config: TrainConfig) -> float:
+    """CPUs per worker when not given: the machine's CPUs shared by the workers where the job
+    starts its own cluster for CPU training, else 1 (a cluster's nodes are not this machine)."""
+    if config.use_gpu or config.address or os.environ.get("RAY_ADDRESS"):
+        return 1.0
+    return float(max(1, (os.cpu_count() or 1) // config.workers))
 

@@ -24,46 +24,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from sentray.corpus import output_claims, part_files, run_record
-from sentray.corpus.actor_count import ActorCount
+from sentray.corpus import actor_timings, output_claims, part_files, run_record
+from sentray.corpus.actor_pool import ActorPoolConfig
 from sentray.corpus.compaction import compact, needs_compaction
 from sentray.corpus.reading import corpus_datasource, read_tasks
 from sentray.corpus.row_progress import RowProgress
 from sentray.corpus.source_runs import Run, remove_parts, remove_temporaries, source_runs
 from sentray.corpus.sources import CorpusConfig, Source, discover_sources, estimate_rows
-from sentray.kit import config_files, storage
-from sentray.kit.ray_cluster import local_cpus
+from sentray.kit import cluster_paths, config_files, early_ray, storage
 from sentray.kit.settings_record import write_settings
 
 logger = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class ActorPoolConfig:
-    """Resources of a job's actor pool; from config, never from code."""
-
-    # actors in the pool: N, or MIN-MAX for a pool that grows with its work and the cluster
-    # (an autoscaling cluster: nodes that arrive later are used); sentray.corpus.actor_count
-    actors: ActorCount = field(default_factory=lambda: ActorCount(2, 2))
-    num_gpus: float = 0.0  # GPUs per actor (0: CPU)
-    cpus_per_actor: float = 1.0  # CPUs per actor (its torch threads follow it)
-    rows_per_batch: int = 1024  # rows per actor call
-    address: str | None = None  # Ray cluster (default: $RAY_ADDRESS, else a local one on 127.0.0.1)
-    # logical CPUs of a local cluster (default: actors x cpus_per_actor + 2, so readers never starve)
-    num_cpus: int | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.actors, ActorCount):  # 2, "2" or "1-8", as code writes them
-            object.__setattr__(self, "actors", ActorCount.parse(self.actors))
-        if self.num_gpus < 0 or self.cpus_per_actor <= 0:
-            raise ValueError("num_gpus must be >= 0 and cpus_per_actor > 0")
-        if self.rows_per_batch < 1:
-            raise ValueError(f"rows_per_batch must be >= 1, got {self.rows_per_batch}")
-
-    @property
-    def local_cluster_cpus(self) -> int:
-        """Logical CPUs of a cluster the job starts itself: `num_cpus`, else the pool's CPUs
-        rounded up plus two (one rule for every job: `runtime.local_cpus`)."""
-        return self.num_cpus or local_cpus(self.actors.maximum, self.cpus_per_actor)
 
 
 @dataclass(frozen=True)
@@ -135,7 +106,9 @@ def ray_session(pool: ActorPoolConfig) -> Iterator[float]:
     from sentray.kit.ray_cluster import ClusterWatch, init_ray
 
     started = time.time()
-    started_local = init_ray(pool.address, num_cpus=pool.local_cluster_cpus)
+    early = early_ray.take(pool.local_cluster_cpus) if pool.address is None else None
+    started_local = early[0] if early else init_ray(pool.address,
+                                                    num_cpus=pool.local_cluster_cpus)
     try:
         with ClusterWatch("Run the same command against a new cluster: every part written so "
                           "far is kept, and only the rows still missing are redone."):
@@ -182,7 +155,8 @@ def run_actor_pool(pending: Sequence[Pending], corpus: CorpusConfig, actor_class
                            concurrency=max(WRITE_TASKS_MIN, pool.actors.maximum))
     timings = {"rows_per_block": rows, "first_part": None,
                "pipeline": round(time.time() - started, 2),
-               "first_part_at": sink.first_write}  # Unix time, for a caller's own clock
+               "first_part_at": sink.first_write,  # Unix time, for a caller's own clock
+               "actors": sink.actor_moments or {}}  # the actors' first moments (Unix times)
     if sink.first_write is not None:
         timings["first_part"] = round(sink.first_write - started, 2)
     logger.info("blocks of %d rows; first part written after %s s, %.1f s in all", rows,
@@ -261,6 +235,8 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     up raises instead of being written. OUTPUT/_config.yaml is written last, by a run whose
     rows all came out. A rerun that finds nothing to do writes nothing: the summary of the runs
     that did the work (and their config) stay as they were."""
+    cluster_paths.refuse_unshared_paths(job.pool.address, job.corpus.input, job.folders,
+                                        job.corpus.shared_paths)  # on many nodes: URIs only
     started = time.perf_counter()
     started_at = time.time()
     # Every file is checked before Ray starts; the job's own folders are never read as input.
@@ -317,11 +293,13 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
     if todo and job.check_before_pool is not None:
         job.check_before_pool()
     with ray_session(job.pool) as ray_seconds:
-        timings = {"ray_start": ray_seconds}
+        timings, ray_ready = {"ray_start": ray_seconds}, time.time()
         if todo:
             with RowProgress(folders, [p.source for p in todo]):
                 timings.update(run_actor_pool(todo, job.corpus, job.actor_class,
                                               job.actor_kwargs, job.route(folders), job.pool))
+            timings["since_launch"] = actor_timings.since_launch(
+                ray_ready, timings["first_part_at"], timings.pop("actors"))
         if compacting and (others := claim.others_running()):
             logger.info("compaction left to the run still writing %s: %s", folders[0].uri,
                         others[0].describe())

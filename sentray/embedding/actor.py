@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from sentray.corpus.actor_timings import ActorClock
 from sentray.embedding import vectors
 from sentray.embedding.config import VectorConfig
 from sentray.embedding.windows import WindowPlan, bounded_text, windows_of
 from sentray.encode.config import EncoderConfig
-from sentray.encode.encoder import SentenceEncoder, special_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,11 @@ class EmbedBatch:
 
     def __init__(self, encoder_config: EncoderConfig, vector_config: VectorConfig,
                  ranges: vectors.Ranges | None = None, metadata: dict | None = None) -> None:
+        self.clock = ActorClock()  # the job's first moments, for its summary
+        # torch and transformers are imported here, in the actor, not when the driver imports
+        # this class to hand it to Ray Data (2 s of a 2-core machine's start-up)
+        from sentray.encode.encoder import SentenceEncoder, special_tokens
+
         self.encoder = SentenceEncoder(encoder_config)
         self.vector, self.ranges = vector_config, ranges
         self.metadata = metadata  # the output's schema metadata (what the vectors are)
@@ -63,6 +68,7 @@ class EmbedBatch:
                                   vector_config.chunk_overlap if chunk else 0,
                                   vector_config.max_windows if chunk else 1)
         self.cache: OrderedDict[bytes, Encoded] = OrderedDict()
+        self.clock.ready()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         started = time.perf_counter()
@@ -82,7 +88,7 @@ class EmbedBatch:
         table = self._table(batch, status, results, copied)
         logger.info("embedded %d of %d rows (%d texts encoded) in %.2f s", len(results),
                     len(texts), len(fresh), time.perf_counter() - started)
-        return table
+        return self.clock.stamp(table)
 
     def _table(self, batch: pa.Table, status: list[str], results: dict[int, Encoded],
                copied: list[bool]) -> pa.Table:
@@ -148,6 +154,7 @@ class EmbedBatch:
             for batch in self.encoder.length_sorted_batches(flat):
                 pooled[batch.positions] = self.encoder.embed_tokens(
                     batch.input_ids, batch.attention_mask).float().cpu().numpy()
+                self.clock.output()
         results, start = {}, 0
         for key, ids, windows in zip(keys, token_ids, per_text, strict=True):
             count = len(windows.ids)

@@ -98,7 +98,7 @@ class EmbedConfig:
     def resolved(self) -> EmbedConfig:
         from sentray.encode.model_checks import check_model
         from sentray.encode.model_info import own_normalize
-        from sentray.encode.model_loading import load_config
+        from sentray.encode.model_loading import hidden_size
 
         check_model(self.encoder.model)  # a broken model folder fails here, not in an actor
         encoder = self.encoder.resolved()  # the model's own pooling, decided once, here
@@ -107,7 +107,7 @@ class EmbedConfig:
         vector = self.vector
         if vector.normalize is None:
             vector = dataclasses.replace(vector, normalize=own_normalize(encoder.model))
-        dimension = load_config(encoder.model).hidden_size
+        dimension = hidden_size(encoder.model)
         if vector.truncate_dim is not None and vector.truncate_dim > dimension:
             raise ValueError(f"--truncate-dim {vector.truncate_dim} is more than model "
                              f"{encoder.model!r} has: its vectors have {dimension} dimensions")

@@ -47,13 +47,10 @@ def _check_folder(path: str, stamp: tuple) -> None:
         elif path.suffix == ".bin" and not zipfile.is_zipfile(path):
             raise ValueError(f"{path} is not a whole PyTorch checkpoint (no zip directory at "
                              "its end: cut short?)")
-    try:
-        tokenizer = load_tokenizer(str(folder))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"model folder {folder}: its tokenizer does not load ({exc})") from exc
+    tokens = tokenizer_size(folder)
     vocabulary = config.get("vocab_size")
-    if vocabulary and len(tokenizer) > vocabulary:
-        raise ValueError(f"model folder {folder}: its tokenizer has {len(tokenizer)} tokens but "
+    if vocabulary and tokens > vocabulary:
+        raise ValueError(f"model folder {folder}: its tokenizer has {tokens} tokens but "
                          f"config.json gives the model {vocabulary} embeddings: the tokenizer is "
                          "not this model's")
     info = ModelInfo.read(str(folder))  # sentray.json's pooling and head: checked as read
@@ -63,6 +60,25 @@ def _check_folder(path: str, stamp: tuple) -> None:
         if layers and heads and not (layer < layers and head < heads):
             raise ValueError(f"{folder / SENTRAY_MODEL_INFO}: head {info.head!r} is outside the "
                              f"model, which has layers 0-{layers - 1} and heads 0-{heads - 1}")
+
+
+def tokenizer_size(folder: Path) -> int:
+    """Tokens of the folder's tokenizer, added ones included (ValueError if it does not load).
+    A fast tokenizer's tokenizer.json is read by `tokenizers` alone: no transformers, no torch,
+    so that a job's driver, which checks the model before Ray starts, imports neither (2 s of
+    a 2-core machine's start-up, spent beside the actors' own imports)."""
+    try:
+        if (folder / "tokenizer.json").is_file():
+            from tokenizers import Tokenizer
+
+            for name in ("tokenizer_config.json", "special_tokens_map.json"):
+                if (folder / name).is_file():
+                    json.loads((folder / name).read_text())
+            return Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size(
+                with_added_tokens=True)
+        return len(load_tokenizer(str(folder)))
+    except Exception as exc:  # OSError, ValueError, and tokenizers raises plain Exception
+        raise ValueError(f"model folder {folder}: its tokenizer does not load ({exc})") from exc
 
 
 def _read_config(folder: Path) -> dict:

@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sentray.encode.model_loading import load_config, model_file
+from sentray.encode.model_loading import (
+    config_value,
+    model_file,
+    tokenizer_max_length,
+)
 from sentray.encode.pooling_catalog import canonical_pooling, parse_head
 
 SENTRAY_MODEL_INFO = "sentray.json"
@@ -104,7 +108,7 @@ def model_pooling(name: str) -> tuple[str, str | None]:
     return own_pooling(name) or ("mean", None)
 
 
-def default_max_length(name: str, tokenizer) -> int:
+def default_max_length(name: str, tokenizer=None) -> int:
     """Truncation length: the `max_length` sentray.json records, else a sentence-transformers
     model's own `max_seq_length` (so numbers match its `encode`), else the tokenizer's limit
     capped at the model's positions (as sentence-transformers caps it) and at 512. Every loader
@@ -118,9 +122,12 @@ def default_max_length(name: str, tokenizer) -> int:
         value = json.loads(st_config.read_text()).get("max_seq_length")
         if value:
             return int(value)
-    limit = getattr(tokenizer, "model_max_length", 512) or 512
+    if tokenizer is None:  # read from the folder's files (sentray.encode.model_loading)
+        limit = tokenizer_max_length(name) or 512
+    else:
+        limit = getattr(tokenizer, "model_max_length", 512) or 512
     try:
-        positions = getattr(load_config(name), "max_position_embeddings", None)
+        positions = config_value(name, "max_position_embeddings")
     except (OSError, ValueError):  # no config.json: a tokenizer folder alone
         positions = None
     if positions and positions > 0:

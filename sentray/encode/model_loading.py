@@ -97,6 +97,42 @@ def load_config(name: str):
     return _from_pretrained(AutoConfig, name)
 
 
+def _local_json(name: str, filename: str) -> dict | None:
+    """A local model folder's JSON file as written (no transformers import, which costs a job's
+    driver 2 s of start-up); None for a Hub id or a missing file."""
+    import json
+
+    resolved = resolve_model(name)
+    path = Path(resolved.path) / filename
+    if not resolved.is_local or not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def config_value(name: str, field: str) -> int | None:
+    """An int setting of the model's config (`hidden_size`, `max_position_embeddings`): from a
+    local config.json, else from its transformers config (a Hub id, or a config that names it
+    otherwise, e.g. DistilBERT's `dim`)."""
+    value = (_local_json(name, "config.json") or {}).get(field)
+    if isinstance(value, int):
+        return value
+    return getattr(load_config(name), field, None)
+
+
+def tokenizer_max_length(name: str) -> int | None:
+    """The tokenizer's `model_max_length`: from a local folder's tokenizer_config.json (None
+    when it has none, as transformers then has no limit), else from the tokenizer."""
+    local = _local_json(name, "tokenizer_config.json")
+    if local is not None:
+        value = local.get("model_max_length")
+        return int(value) if isinstance(value, (int, float)) else None
+    return getattr(load_tokenizer(name), "model_max_length", None)
+
+
+def hidden_size(name: str) -> int:
+    return config_value(name, "hidden_size")
+
+
 def load_tokenizer(name: str):
     from transformers import AutoTokenizer
 

@@ -20,10 +20,12 @@ import functools
 import logging
 import platform
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from sentray.encode.config import Precision
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +37,11 @@ BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 # 11.5 vs 70.9 sentences/s, sentence-transformers 9.1 vs 60.4; bench/results/
 # precision-avx2.json), said in the warning.
 EMULATED_BF16_SPEED = 0.16
+# bf16 ÷ fp32 speed of sentray's encoder where the CPU runs bf16 natively, and the lowest
+# per-row cosine of its bf16 vectors to the fp32 ones (mean pooling and Ditto, 10,000 Brown
+# sentences), measured on an AMD EPYC with AVX512-BF16 (bench/results/precision-avx512bf16.json)
+NATIVE_BF16_SPEED = 2.9
+BF16_COSINE_MIN = 0.9998
 
 
 @functools.cache
@@ -65,18 +72,20 @@ def cpu_bf16_native(flags: frozenset[str] | None = None) -> bool:
     return bool(cpu_bf16_features(flags))
 
 
-def resolve_precision(requested: Precision, device: torch.device,
+def resolve_precision(requested: Precision, device: torch.device | str,
                       flags: frozenset[str] | None = None) -> Precision:
-    """The precision to run `requested` in on `device`: auto decided; fp16 on a CPU refused;
-    bf16 on a CPU that emulates it warned about (it runs, at the measured cost)."""
+    """The precision to run `requested` in on `device` (a torch.device or its type, "cpu" or
+    "cuda"): auto decided; fp16 on a CPU refused; bf16 on a CPU that emulates it warned about
+    (it runs, at the measured cost)."""
+    device_type = getattr(device, "type", device)
     if requested == "auto":
-        if device.type == "cuda":  # every CUDA GPU has fast fp16 (bf16 needs Ampere or later)
+        if device_type == "cuda":  # every CUDA GPU has fast fp16 (bf16 needs Ampere or later)
             return "fp16"
-        return "bf16" if device.type == "cpu" and cpu_bf16_native(flags) else "fp32"
-    if device.type == "cpu" and requested == "fp16":
+        return "bf16" if device_type == "cpu" and cpu_bf16_native(flags) else "fp32"
+    if device_type == "cpu" and requested == "fp16":
         raise ValueError("precision 'fp16' is for GPUs; on a CPU use bf16 (native with AMX or "
                          "AVX512-BF16) or fp32")
-    if device.type == "cpu" and requested == "bf16" and not cpu_bf16_native(flags):
+    if device_type == "cpu" and requested == "bf16" and not cpu_bf16_native(flags):
         logger.warning(
             "precision bf16 on %s, which has neither %s: bf16 is emulated there, measured at "
             "%.2fx the speed of fp32 on such a CPU. Use --precision fp32 (or auto) on it.",
@@ -85,4 +94,6 @@ def resolve_precision(requested: Precision, device: torch.device,
 
 
 def torch_dtype(precision: Precision) -> torch.dtype:
+    import torch
+
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]

@@ -531,8 +531,9 @@ def test_killed_worker_resumes_from_its_checkpoint_to_the_same_result(clean_run,
     """Worker 1 dies at step 8; the group restarts from the step-6 checkpoint and ends with the
     parameters of the run that never failed (same seed, same worker count)."""
     config, clean = clean_run
-    # Exact, as the README's reproducibility rule says: same seed, worker count and threads, the
-    # same machine (the same kernels on the same batches); across CPUs it would not hold.
+    # Exact, as docs/jobs/train.md's reproducibility rule says: same seed, worker count and
+    # threads, the same machine (the same kernels on the same batches); across CPUs it would not
+    # hold.
     faulty = TrainConfig(**{**config.__dict__, "output": str(tmp_path), "fail_at_step": 8})
     summary = run_training(faulty)
     assert (tmp_path / faulty.name / "fault-drill-8").is_file()  # the worker did die

@@ -1,7 +1,7 @@
 """The training loop as it runs, read from what it records: one real 1-worker Ray Train run on a
 tiny model, whose evaluation records carry the lr the optimizer step used and the gradient norm
 before and after clipping. The tests fail on a loop that stops clipping or stops following the
-schedule (each was run against a loop broken that way: see the README, Tests). The same run's
+schedule (each was run against a loop broken that way: see docs/testing.md). The same run's
 model declares a sentence-transformers `max_seq_length` other than its tokenizer's limit, so the
 length the loop scores STS-B dev at and the exports encode at is checked against both."""
 

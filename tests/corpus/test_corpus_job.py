@@ -11,7 +11,8 @@ import pyarrow.dataset as pads
 import pytest
 
 from sentray.corpus import corpus_job
-from sentray.corpus.corpus_job import ActorPoolConfig, Pending, part_files
+from sentray.corpus.actor_pool import ActorPoolConfig
+from sentray.corpus.corpus_job import Pending, part_files
 from sentray.corpus.sources import (
     CorpusConfig,
     Source,
@@ -130,7 +131,7 @@ def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path, monkeypatch
 def test_a_local_cluster_gets_its_pool_plus_two_spare_cpus(processes, each, expected):
     """One rule for the corpus jobs and both trainers: the pool's CPUs, rounded up, plus two for
     Ray Data's read/write tasks and Ray Train's controller."""
-    from sentray.corpus.corpus_job import ActorPoolConfig
+    from sentray.corpus.actor_pool import ActorPoolConfig
     from sentray.kit.ray_cluster import local_cpus
 
     assert local_cpus(processes, each) == expected

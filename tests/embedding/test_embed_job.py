@@ -612,7 +612,15 @@ def test_a_job_without_an_address_starts_a_loopback_only_cluster(tiny_model_dir,
     output = job.communicate()[0].decode(errors="replace")
     holder.close()
     assert job.returncode == 0, output[-3000:]
-    assert json.loads((tmp_path / "out" / "_summary.json").read_text())["rows_out"] == 40
+    summary = json.loads((tmp_path / "out" / "_summary.json").read_text())
+    assert summary["rows_out"] == 40
+    # its cluster started on a thread while the driver planned (sentray.kit.early_ray), and the
+    # summary says where the seconds to the first row went (sentray.corpus.actor_timings)
+    assert "local Ray cluster ready" in output, output
+    moments = summary["timings"]["since_launch"]
+    assert None not in moments.values(), moments
+    assert 0 < moments["ray_ready"] and 0 < moments["actor_process"], moments
+    assert moments["actor_ready"] <= moments["first_row"] <= moments["first_part"], moments
     # `make demo` output fits on a screen: the job's own lines, not Ray Data's tables
     lines = output.strip().splitlines()
     assert len(lines) <= 16, output
@@ -643,16 +651,16 @@ def is_loopback(ip: str) -> bool:
 GUITAR = "A man is playing a guitar."
 
 
-def readme_example(output: Path) -> str:
-    """The README's "Reading the output" example, reading `output`."""
-    text = (ROOT / "README.md").read_text()
-    block = text.split("### Reading the output", 1)[1].split("```python\n", 1)[1]
+def reading_example(output: Path) -> str:
+    """The example of docs/embedding/reading-output.md, reading `output`."""
+    text = (ROOT / "docs" / "embedding" / "reading-output.md").read_text()
+    block = text.split("```python\n", 1)[1]
     return block.split("```", 1)[0].replace('output = "out/emb-int8"', f'output = "{output}"')
 
 
-def run_readme_example(output: Path, capsys) -> list[str]:
+def run_reading_example(output: Path, capsys) -> list[str]:
     capsys.readouterr()
-    exec(compile(readme_example(output), "README example", "exec"), {})
+    exec(compile(reading_example(output), "docs/embedding/reading-output.md", "exec"), {})
     return [line.split()[0] for line in capsys.readouterr().out.splitlines()]
 
 
@@ -700,7 +708,7 @@ def test_int8_chunked_output_a_refused_rerun_and_overwrite(ray_cluster, embed_jo
     # the same process, model and batch of one: the same codes by construction
     assert (QueryEncoder(str(copied)).encode([GUITAR])[0] == query).all()
     ids = table.column("id").to_pylist()
-    assert run_readme_example(output, capsys)[0] in ids[:4:1]  # a guitar row comes first
+    assert run_reading_example(output, capsys)[0] in ids[:4:1]  # a guitar row comes first
 
     before = sorted((p, p.stat().st_mtime_ns) for p in output.rglob("*"))
     with pytest.raises(SystemExit, match="output_dtype: 'int8' \\(stored\\) != 'binary'"):
@@ -713,4 +721,4 @@ def test_int8_chunked_output_a_refused_rerun_and_overwrite(ray_cluster, embed_jo
     assert table.schema.field("embedding").type == pa.list_(pa.int8(), 16)  # 128 bits
     assert (output / "_notes.txt").read_text() == "the user's own file"
     assert not (output / "_quantization.json").exists()
-    assert run_readme_example(output, capsys)[0] in ids[:4]
+    assert run_reading_example(output, capsys)[0] in ids[:4]

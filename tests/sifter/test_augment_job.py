@@ -200,7 +200,7 @@ def _wait_for(url: str, seconds: float) -> None:
 def test_ray_job_submit_against_a_loopback_head(tmp_path):
     """What users run: `ray start --head` on loopback, then `ray job submit ... jobs/augment.py`."""
     ray_bin = shutil.which("ray") or os.path.join(os.path.dirname(sys.executable), "ray")
-    # Token authentication on, with one token shared by the head and the client (as the README
+    # Token authentication on, with one token shared by the head and the client (as docs/jobs/augment.md
     # says), so that even a loopback job API does not run code for anyone who asks.
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
            "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "token",

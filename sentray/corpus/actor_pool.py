@@ -1,0 +1,38 @@
+"""`ActorPoolConfig`: the resources of a corpus job's actor pool (how many actors, their CPUs and
+GPUs, rows per call) and the cluster it runs on; from config, never from code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sentray.corpus.actor_count import ActorCount
+from sentray.kit.ray_cluster import local_cpus
+
+
+@dataclass(frozen=True)
+class ActorPoolConfig:
+    """Resources of a job's actor pool; from config, never from code."""
+
+    # actors in the pool: N, or MIN-MAX for a pool that grows with its work and the cluster
+    # (an autoscaling cluster: nodes that arrive later are used); sentray.corpus.actor_count
+    actors: ActorCount = field(default_factory=lambda: ActorCount(2, 2))
+    num_gpus: float = 0.0  # GPUs per actor (0: CPU)
+    cpus_per_actor: float = 1.0  # CPUs per actor (its torch threads follow it)
+    rows_per_batch: int = 1024  # rows per actor call
+    address: str | None = None  # Ray cluster (default: $RAY_ADDRESS, else a local one on 127.0.0.1)
+    # logical CPUs of a local cluster (default: actors x cpus_per_actor + 2, so readers never starve)
+    num_cpus: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.actors, ActorCount):  # 2, "2" or "1-8", as code writes them
+            object.__setattr__(self, "actors", ActorCount.parse(self.actors))
+        if self.num_gpus < 0 or self.cpus_per_actor <= 0:
+            raise ValueError("num_gpus must be >= 0 and cpus_per_actor > 0")
+        if self.rows_per_batch < 1:
+            raise ValueError(f"rows_per_batch must be >= 1, got {self.rows_per_batch}")
+
+    @property
+    def local_cluster_cpus(self) -> int:
+        """Logical CPUs of a cluster the job starts itself: `num_cpus`, else the pool's CPUs
+        rounded up plus two (one rule for every job: `runtime.local_cpus`)."""
+        return self.num_cpus or local_cpus(self.actors.maximum, self.cpus_per_actor)

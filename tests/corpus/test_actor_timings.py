@@ -1,0 +1,58 @@
+"""sentray.corpus.actor_timings: an actor's first moments ride on its blocks to the driver and
+never into the parts written."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sentray.corpus import actor_timings, part_files
+from sentray.kit import storage
+
+
+def block(rows: int = 3) -> pa.Table:
+    return pa.table({"id": [f"a.txt:{i}" for i in range(rows)], "source": ["a.txt"] * rows,
+                     "row": list(range(rows)), "source_rows": [rows] * rows}
+                    ).replace_schema_metadata({b"sentray.vectors": b"{}"})
+
+
+def test_moments_are_carried_and_taken_off_again():
+    clock = actor_timings.ActorClock()
+    assert clock.moments["actor_process"] <= time.time()
+    clock.ready()
+    clock.output()
+    first = clock.moments["first_row"]
+    clock.output()  # the first output only
+    assert clock.moments["first_row"] == first
+    table, moments = actor_timings.take(clock.stamp(block()))
+    assert moments == clock.moments
+    assert table.schema.metadata == {b"sentray.vectors": b"{}"}  # the rest kept
+    assert actor_timings.take(table) == (table, None)
+
+
+def test_the_earliest_of_each_moment_over_blocks_and_actors():
+    found = actor_timings.earliest([
+        {"actor_process": 5.0, "actor_ready": 9.0, "first_row": 9.5}, None,
+        {"actor_process": 6.0, "actor_ready": 8.0, "first_row": None}])
+    assert found == {"actor_process": 5.0, "actor_ready": 8.0, "first_row": 9.5}
+    assert actor_timings.earliest([]) == dict.fromkeys(found)
+
+
+def test_since_launch_counts_from_this_process_start():
+    launched = actor_timings.process_started()
+    moments = actor_timings.since_launch(launched + 3.0, launched + 9.0, {
+        "actor_process": launched + 2.0, "actor_ready": launched + 6.0, "first_row": None})
+    assert moments == {"ray_ready": 3.0, "actor_process": 2.0, "actor_ready": 6.0,
+                       "first_row": None, "first_part": 9.0}
+
+
+def test_a_written_part_holds_no_actor_moments(tmp_path):
+    clock = actor_timings.ActorClock()
+    folder = storage.locate(str(tmp_path))
+    part_files.write_block(part_files.SingleFolder(folder), clock.stamp(block()))
+    (part,) = (tmp_path / "a.txt").glob("part-*.parquet")
+    metadata = pq.read_metadata(part).metadata
+    assert actor_timings.TIMINGS_KEY not in metadata
+    assert metadata[b"sentray.vectors"] == b"{}"
