@@ -13,9 +13,10 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # The main job on embedded defaults: local loopback Ray, packaged all-MiniLM-L6-v2,
-# the bundled 1,000-sentence Brown sample -> out/embeddings.
+# the bundled 1,000-sentence Brown sample -> out/embeddings. (--in-process-rows 0: on Ray,
+# as on a cluster; without it an input this small runs in the job's own process.)
 demo: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PYTHON) jobs/embed.py
+	HF_HUB_OFFLINE=1 $(PYTHON) jobs/embed.py --in-process-rows 0
 
 # An autoscaling cluster on this machine (cluster.yaml's node types scaled down, Ray's autoscaler
 # and fake multi-node provider, loopback only): the embedding job submitted through the Jobs API,

@@ -1,18 +1,22 @@
 """Bulk embedding: `jobs/embed.py` end to end against its peers, on the same sentences with the
 same model, at every corpus size of `--sizes`, in one run:
 
-- sentence-transformers `encode` (torch, its default batch of 32 and its own length sorting),
-  model load included; and the same with bf16 weights where the CPU runs bf16 natively (AMX or
-  AVX512-BF16: `--bf16-peer` times it elsewhere too), so that "fastest peer" is the fastest
-  configuration a user could write in a few lines;
+- sentence-transformers `encode` (torch, its default batch of 32 and its own length sorting)
+  as a few-line script, timed from its launch to its exit like the job (interpreter start,
+  imports and model load included; its own load + encode seconds recorded beside); and the
+  same with bf16 weights where the CPU runs bf16 natively (AMX or AVX512-BF16: `--bf16-peer`
+  times it elsewhere too), so that "fastest peer" is the fastest configuration a user could
+  write in a few lines;
 - sentence-transformers' ONNX backend (`backend="onnx"`, exported once before timing, load
   included), run by `--onnx-python`: an interpreter with `optimum-onnx[onnxruntime]`, which pins
   transformers < 4.58 and so cannot share sentray's environment (see README, Benchmarks);
 - sentray's `SentenceEncoder.encode` in this process (the job's compute without Ray), and the
   same with a token budget (`--max-tokens-per-batch`), at the smallest size;
-- `python jobs/embed.py` as a subprocess: Ray start, actor start, reading and writing Parquet
-  all included; every id checked once. Its fixed cost is the time from launching the command
-  to its first output part written (from `_summary.json`).
+- `python jobs/embed.py` as a subprocess, as a user runs it (an input of at most
+  `--in-process-rows` rows runs in its own process), and again on its Ray actor pool
+  (`--in-process-rows 0`: Ray start, actor start included); reading and writing Parquet
+  included; every id checked once. Each prints where its first seconds went (`timings.
+  since_launch` of its summary: Ray ready, actor ready, first rows embedded, first part).
 
 For each run: seconds, sentences/s, padding (padded tokens that are not real tokens, for the
 batches that run would form) and the ratio of throughput to the fastest peer.
@@ -78,20 +82,35 @@ def encoder_padding(encoder, token_ids: list[list[int]], block_rows: int) -> flo
     return padding(batches)
 
 
-def run_peer(model_path: str, sentences: list[str], batch_size: int,
-             bf16: bool = False) -> float:
-    """sentence-transformers' `encode`, model load included; `bf16`: its weights in bfloat16
-    (`model_kwargs={"torch_dtype": torch.bfloat16}`), the fastest CPU configuration a user
-    could write in a few lines where the CPU runs bf16 natively."""
-    import torch
-    from sentence_transformers import SentenceTransformer
+# The peer as a user runs it: a few lines of sentence-transformers in a script, timed from the
+# command's launch to its exit (interpreter start and imports included, as they are in the
+# job's figure); it prints its own load + encode seconds, which the bench also records.
+ST_PEER = """
+import sys, time
+import torch
+from sentence_transformers import SentenceTransformer
+model_path, corpus, batch_size, precision = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+sentences = open(corpus, encoding="utf-8").read().split("\\n")[:-1]
+started = time.perf_counter()
+model = SentenceTransformer(model_path, device="cpu", model_kwargs={
+    "torch_dtype": torch.bfloat16} if precision == "bf16" else None)
+vectors = model.encode(sentences, batch_size=batch_size)
+assert vectors.shape[0] == len(sentences)
+print(time.perf_counter() - started)
+"""
 
+
+def run_peer(model_path: str, corpus: Path, batch_size: int,
+             bf16: bool = False) -> tuple[float, float]:
+    """sentence-transformers' `encode` as a script: (seconds from launch to exit, seconds of
+    its model load + encode). `bf16`: its weights in bfloat16 (`model_kwargs={"torch_dtype":
+    torch.bfloat16}`), the fastest CPU configuration a user could write in a few lines where
+    the CPU runs bf16 natively."""
     start = time.perf_counter()
-    model = SentenceTransformer(model_path, device="cpu", model_kwargs={
-        "torch_dtype": torch.bfloat16} if bf16 else None)
-    vectors = model.encode(sentences, batch_size=batch_size)
-    assert vectors.shape[0] == len(sentences)
-    return time.perf_counter() - start
+    result = subprocess.run([sys.executable, "-c", ST_PEER, model_path, str(corpus),
+                             str(batch_size), "bf16" if bf16 else "fp32"], check=True,
+                            capture_output=True, text=True, env={**os.environ, **OFFLINE_ENV})
+    return time.perf_counter() - start, float(result.stdout.strip().splitlines()[-1])
 
 
 def native_bf16() -> bool:
@@ -187,20 +206,27 @@ def measure(size: int, all_sentences: list[str], args, smallest: bool) -> list[d
                      "peer": False,
                      "padding": encoder_padding(encoder, token_ids, timings["rows_per_block"]),
                      "timings": timings})
+        if args.ray_path:  # the same job on its Ray actor pool, however small the input
+            ray_args = [*job_args, "--in-process-rows", "0"]
+            seconds, ray_timings = run_job(corpus, Path(tmp) / "out-ray", ray_args, size)
+            runs.append({"run": f"jobs/embed.py {' '.join(ray_args)}", "seconds": seconds,
+                         "peer": False, "timings": ray_timings,
+                         "padding": encoder_padding(encoder, token_ids,
+                                                    ray_timings["rows_per_block"])})
         if args.onnx_python:
             runs.append({"run": f"sentence-transformers ONNX (batch {args.peer_batch_size})",
                          "seconds": run_onnx_peer(args.onnx_python, model_path, corpus,
                                                   args.peer_batch_size),
                          "peer": True,
                          "padding": peer_padding(lengths, sentences, args.peer_batch_size)})
-    runs.append({"run": f"sentence-transformers torch (batch {args.peer_batch_size})",
-                 "seconds": run_peer(model_path, sentences, args.peer_batch_size), "peer": True,
-                 "padding": peer_padding(lengths, sentences, args.peer_batch_size)})
-    if native_bf16() or args.bf16_peer:  # emulated bf16 is ~6x slower: no peer worth the wait
-        runs.append({"run": f"sentence-transformers torch bf16 (batch {args.peer_batch_size})",
-                     "seconds": run_peer(model_path, sentences, args.peer_batch_size, bf16=True),
-                     "peer": True,
-                     "padding": peer_padding(lengths, sentences, args.peer_batch_size)})
+        for bf16 in (False, True):
+            if bf16 and not (native_bf16() or args.bf16_peer):
+                continue  # emulated bf16 is ~6x slower: no peer worth the wait
+            seconds, inside = run_peer(model_path, corpus, args.peer_batch_size, bf16=bf16)
+            runs.append({"run": f"sentence-transformers torch{' bf16' if bf16 else ''} "
+                                f"(batch {args.peer_batch_size}), a script",
+                         "seconds": seconds, "load_and_encode_seconds": inside, "peer": True,
+                         "padding": peer_padding(lengths, sentences, args.peer_batch_size)})
     runs.append({"run": f"sentray encoder in-process, batch 32, {args.precision}",
                  "peer": False, "alone": True, "padding": whole,
                  "seconds": run_in_process(args.model, sentences, precision=args.precision)})
@@ -239,12 +265,17 @@ def report(size: int, runs: list[dict]) -> str:
     job = runs[0]
     timings = job["timings"]
     after = job["seconds"] - timings["fixed"]
-    lines += ["", f"jobs/embed.py, seconds since launch: {launch_line(timings, job['seconds'])}",
+    lines.append("")
+    for run in runs:
+        if "timings" in run:
+            lines.append(f"{run['run']}, seconds since launch: "
+                         f"{launch_line(run['timings'], run['seconds'])}")
+    lines += [
               f"jobs/embed.py after its first part: {after:.1f} s, about "
               f"{(size - timings['rows_per_block']) / max(after, 1e-9):.0f} sentences/s for "
               f"the remaining rows (blocks of {timings['rows_per_block']} rows)"]
     peer_fp32 = next(r for r in runs if r["peer"] and r["run"].startswith(
-        "sentence-transformers torch ("))
+        "sentence-transformers torch (batch"))
     alone = next(r for r in runs if r.get("alone"))
     goal = 1.0 if size >= 50_000 else 0.9
     lines += [f"jobs/embed.py / fastest peer: {job['rate'] / best['rate']:.2f}x "
@@ -252,6 +283,10 @@ def report(size: int, runs: list[dict]) -> str:
               f"jobs/embed.py / sentence-transformers fp32: {job['rate'] / peer_fp32['rate']:.2f}x",
               f"jobs/embed.py / sentray encoder in-process (what Ray costs; goal >= 0.9): "
               f"{job['rate'] / alone['rate']:.2f}x"]
+    for run in runs[1:]:
+        if "timings" in run:
+            lines.append(f"{run['run']} / fastest peer: {run['rate'] / best['rate']:.2f}x; / "
+                         f"sentray encoder in-process: {run['rate'] / alone['rate']:.2f}x")
     return "\n".join(lines)
 
 
@@ -275,6 +310,9 @@ def main() -> None:
     parser.add_argument("--max-tokens-per-batch", type=int, default=2048,
                         help="the token budget compared with fixed batches of 32 (default: "
                              "%(default)s = 32 x 64 tokens)")
+    parser.add_argument("--no-ray-path", dest="ray_path", action="store_false",
+                        help="leave out the job's run on its Ray actor pool (--in-process-rows "
+                             "0; default: run it too, beside the job's own choice)")
     parser.add_argument("--bf16-peer", action="store_true",
                         help="time sentence-transformers in bf16 even where the CPU emulates "
                              "it (default: only where native)")

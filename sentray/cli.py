@@ -32,7 +32,6 @@ from typing import Annotated, Any, Generic, TypeVar
 import tyro
 from tyro.constructors import ConstructorRegistry, PrimitiveConstructorSpec, PrimitiveTypeInfo
 
-from sentray.kit import early_ray
 from sentray.kit.config_files import build_config, flat_fields, is_single_flag, read_config_file
 from sentray.kit.ray_quiet import quiet_libraries
 
@@ -144,13 +143,10 @@ class Job:
         logging.getLogger(f"sentray.{name}").debug("config: %s", config)
         from sentray.kit.storage import StorageError
 
-        early_ray.start_for(config)  # a corpus job's own cluster starts while it plans
         try:
             result = self._load(self.run)(config)
         except (FileNotFoundError, ValueError, StorageError) as exc:
             raise SystemExit(f"error: {exc}") from exc
-        finally:
-            early_ray.abandon()  # not taken: the job stopped before it needed Ray
         if self.brief:
             print(json.dumps({key: result[key] for key in self.brief}))
         return result

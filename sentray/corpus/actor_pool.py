@@ -22,12 +22,18 @@ class ActorPoolConfig:
     address: str | None = None  # Ray cluster (default: $RAY_ADDRESS, else a local one on 127.0.0.1)
     # logical CPUs of a local cluster (default: actors x cpus_per_actor + 2, so readers never starve)
     num_cpus: int | None = None
+    # at most this many rows to do and no cluster given (no --address, no $RAY_ADDRESS): the rows
+    # run in the job's own process, no Ray (starting it costs more than it saves); 0: always Ray
+    in_process_rows: int = 100_000
 
     def __post_init__(self) -> None:
         if not isinstance(self.actors, ActorCount):  # 2, "2" or "1-8", as code writes them
             object.__setattr__(self, "actors", ActorCount.parse(self.actors))
         if self.num_gpus < 0 or self.cpus_per_actor <= 0:
             raise ValueError("num_gpus must be >= 0 and cpus_per_actor > 0")
+        if self.in_process_rows < 0:
+            raise ValueError(f"in_process_rows must be >= 0 (0: always Ray), got "
+                             f"{self.in_process_rows}")
         if self.rows_per_batch < 1:
             raise ValueError(f"rows_per_batch must be >= 1, got {self.rows_per_batch}")
 

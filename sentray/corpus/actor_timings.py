@@ -4,8 +4,8 @@ schema metadata of the blocks they return (the part sink reads it and drops it),
 the driver's own moments (its process start, Ray ready, the first part written) in the summary's
 `timings.since_launch`:
 
-    ray_ready       the cluster answers (a local one is started on a thread while the driver
-                    imports and plans: sentray.kit.early_ray)
+    ray_ready       the cluster answers (None: the rows ran in the job's own process,
+                    sentray.corpus.in_process)
     actor_process   the first actor's process started (Ray's worker)
     actor_ready     the first actor constructed: its imports done and its model loaded
     first_row       the first actor's first forward pass returned: the first rows embedded
@@ -75,8 +75,9 @@ def earliest(moments: list[dict | None]) -> dict:
     return found
 
 
-def since_launch(ray_ready: float, first_part: float | None, actors: dict) -> dict:
-    """The job's moments (Unix times) as seconds since its process started."""
+def since_launch(ray_ready: float | None, first_part: float | None, actors: dict) -> dict:
+    """The job's moments (Unix times) as seconds since its process started (ray_ready None:
+    the rows ran in the job's own process, `sentray.corpus.in_process`)."""
     launched = process_started()
     absolute = {"ray_ready": ray_ready, **actors, "first_part": first_part}
     return {name: (round(absolute[name] - launched, 2)

@@ -82,11 +82,11 @@ def needs_compaction(folder: storage.Location, sources: Sequence[Source],
     return False
 
 
-def compact(folder: storage.Location, sources: Sequence[Source], rows_per_file: int) -> dict:
+def compact(folder: storage.Location, sources: Sequence[Source], rows_per_file: int, *,
+            in_driver: bool = False) -> dict:
     """Merge the parts of every complete source in `folder` into files of `rows_per_file`
-    rows, one Ray task per file; returns the files before and after and the seconds."""
-    import ray
-
+    rows, one Ray task per file (`in_driver`, or a few MB in all: here); returns the files
+    before and after and the seconds."""
     started = time.perf_counter()
     groups, before = [], 0
     for source in sources:
@@ -96,10 +96,12 @@ def compact(folder: storage.Location, sources: Sequence[Source], rows_per_file: 
         before += len(runs.parts)
         groups += groups_of(runs.parts, rows_per_file)
     merging = [group for group in groups if len(group) > 1]
-    if sum(part.rows for group in merging for part in group) <= DRIVER_MERGE_ROWS:
+    if in_driver or sum(part.rows for group in merging for part in group) <= DRIVER_MERGE_ROWS:
         for group in merging:  # a few MB: here, sooner than a Ray worker starts and imports
             merge_parts(group)
     elif merging:
+        import ray
+
         task = ray.remote(num_cpus=1, max_retries=3)(merge_parts)
         ray.get([task.remote(group) for group in merging])
     stats = {"files_before": before, "files_after": len(groups),

@@ -24,14 +24,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from sentray.corpus import actor_timings, output_claims, part_files, run_record
+from sentray.corpus import actor_timings, in_process, output_claims, part_files, run_record
 from sentray.corpus.actor_pool import ActorPoolConfig
 from sentray.corpus.compaction import compact, needs_compaction
 from sentray.corpus.reading import corpus_datasource, read_tasks
 from sentray.corpus.row_progress import RowProgress
 from sentray.corpus.source_runs import Run, remove_parts, remove_temporaries, source_runs
 from sentray.corpus.sources import CorpusConfig, Source, discover_sources, estimate_rows
-from sentray.kit import cluster_paths, config_files, early_ray, storage
+from sentray.kit import cluster_paths, config_files, storage
 from sentray.kit.settings_record import write_settings
 
 logger = logging.getLogger(__name__)
@@ -106,9 +106,7 @@ def ray_session(pool: ActorPoolConfig) -> Iterator[float]:
     from sentray.kit.ray_cluster import ClusterWatch, init_ray
 
     started = time.time()
-    early = early_ray.take(pool.local_cluster_cpus) if pool.address is None else None
-    started_local = early[0] if early else init_ray(pool.address,
-                                                    num_cpus=pool.local_cluster_cpus)
+    started_local = init_ray(pool.address, num_cpus=pool.local_cluster_cpus)
     try:
         with ClusterWatch("Run the same command against a new cluster: every part written so "
                           "far is kept, and only the rows still missing are redone."):
@@ -292,12 +290,14 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
         return None
     if todo and job.check_before_pool is not None:
         job.check_before_pool()
-    with ray_session(job.pool) as ray_seconds:
-        timings, ray_ready = {"ray_start": ray_seconds}, time.time()
+    local = in_process.chosen(job.pool, sum(p.rows for p in todo))
+    with contextlib.nullcontext(None) if local else ray_session(job.pool) as ray_seconds:
+        timings, ray_ready = {"ray_start": ray_seconds}, None if local else time.time()
         if todo:
             with RowProgress(folders, [p.source for p in todo]):
-                timings.update(run_actor_pool(todo, job.corpus, job.actor_class,
-                                              job.actor_kwargs, job.route(folders), job.pool))
+                run_rows = in_process.run_rows if local else run_actor_pool
+                timings.update(run_rows(todo, job.corpus, job.actor_class, job.actor_kwargs,
+                                        job.route(folders), job.pool))
             timings["since_launch"] = actor_timings.since_launch(
                 ray_ready, timings["first_part_at"], timings.pop("actors"))
         if compacting and (others := claim.others_running()):
@@ -305,7 +305,8 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
                         others[0].describe())
             timings["compaction"] = {"left_to_run": others[0].run}
         elif compacting:
-            timings["compaction"] = compact(folders[0], sources, job.rows_per_file)
+            timings["compaction"] = compact(folders[0], sources, job.rows_per_file,
+                                            in_driver=local)
     return timings
 
 

@@ -161,6 +161,15 @@ def read_tasks(pending: list[tuple[Source, Runs]], config: CorpusConfig) -> list
     return tasks
 
 
+def read_task(source: Source, row_groups: list[int], first_row: int, runs: Runs,
+              config: CorpusConfig):
+    """The records of one planned read task (`read_tasks`), table by table: what a Ray read
+    task yields, and what the in-process row path reads (`sentray.corpus.in_process`)."""
+    if source.format == "text":
+        return read_text_source(source, config.rows_per_block, config.with_previous_text, runs)
+    return read_parquet_source(source, row_groups, first_row, config, runs)
+
+
 def corpus_datasource(pending: list[tuple[Source, Runs]], config: CorpusConfig):
     """A Ray Data datasource over the rows still to do of each source (build with
     `ray.data.read_datasource`)."""
@@ -170,10 +179,7 @@ def corpus_datasource(pending: list[tuple[Source, Runs]], config: CorpusConfig):
     planned = read_tasks(pending, config)
 
     def make_read_fn(source: Source, row_groups: list[int], first_row: int, runs: Runs):
-        if source.format == "text":
-            return lambda: read_text_source(source, config.rows_per_block,
-                                            config.with_previous_text, runs)
-        return lambda: read_parquet_source(source, row_groups, first_row, config, runs)
+        return lambda: read_task(source, row_groups, first_row, runs, config)
 
     class CorpusDatasource(Datasource):
         def estimate_inmemory_data_size(self) -> int | None:

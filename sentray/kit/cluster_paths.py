@@ -151,8 +151,8 @@ def refuse_unshared_paths(address: str | None, inputs: str | None, outputs: Sequ
     $RAY_ADDRESS, as `ray job submit` sets it, or one this process is connected to) that may
     span machines, refuse local `inputs` (a comma-separated --input) and `outputs` (folders)
     unless `shared`. Not checked: a job whose paths are all URIs, and one that runs on a local
-    cluster it starts itself (now, or early on a thread: `sentray.kit.early_ray`), whose one
-    node is this machine."""
+    cluster it starts itself (or runs its rows in its own process: `sentray.corpus.in_process`),
+    whose one node is this machine."""
     import os
 
     import ray

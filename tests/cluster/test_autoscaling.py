@@ -5,8 +5,8 @@ as users submit them (`ray job submit --working-dir <repo> -- python jobs/X.py .
 
 Each test starts from a cluster with no worker node and checks, from outside the job (Ray's
 state API, sampled every second: `ClusterTimeline`), that the autoscaler launched workers for it,
-that no actor ran on the head, that every row came out once, and (the embedding) that the idle
-workers are removed again. One test loses a worker node mid-job. GPU: a fake GPU node offers the
+that no actor ran on the head, that every row came out once, and that the idle workers are
+removed again. One test loses a worker node mid-job. GPU: a fake GPU node offers the
 GPU resource the autoscaler sees, not a CUDA device (tested), so `jobs/train.py --use-gpu` cannot
 run here; training is tested on the CPU worker type instead.
 """
@@ -132,7 +132,8 @@ def test_the_embedding_scales_from_zero_and_back(cluster, corpus, tmp_path, tiny
     # the same command on this machine's own private cluster: the same vectors
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     here = subprocess.run([sys.executable, str(ROOT / "jobs" / "embed.py"),
-                           *embed_args(corpus, local, tiny_model_dir, "--actors", "1-3")],
+                           *embed_args(corpus, local, tiny_model_dir, "--actors", "1-3",
+                                       "--in-process-rows", "0")],  # on Ray, not in process
                           env=env, capture_output=True, text=True, timeout=600)
     assert here.returncode == 0, here.stderr[-4000:]
     ours, theirs = (rows_of(folder, ["id", "embedding"]).sort_by("id")
@@ -190,12 +191,18 @@ def augmented(cluster, corpus, tmp_path_factory) -> tuple[Path, dict, ClusterTim
         summary = check_submitted(cluster.submit(
             "python", "jobs/augment.py", "--input", str(small), "--output", str(folder / "out"),
             "--actors", "1-2", "--shared-paths"))
+        cluster.wait_for_workers(0, timeout=IDLE_TIMEOUT_S + 120)
+        timeline.sample()  # one sample with the workers gone
     return folder, summary, timeline
 
 
-def test_the_augmentation_scales_from_zero(cluster, augmented):
+def test_the_augmentation_scales_from_zero_and_back(cluster, augmented):
     folder, summary, timeline = augmented
     check_on_workers(cluster, timeline, "AugmentBatch")
+    # its workers removed once idle for the timeout, not before (1 s samples: 3 s of slack)
+    busy = [s for s in timeline.samples if s.actors][-1]
+    gone = timeline.first(lambda s: s.t > busy.t and s.worker_count == 0)
+    assert gone.t - busy.t >= IDLE_TIMEOUT_S - 3, (busy, gone)
     assert summary["rows_in"] == summary["rows_out"] + summary["rows_rejected"] == 1000
     kept = rows_of(folder / "out", ["id"]).column("id").to_pylist()
     rejected = rows_of(folder / "out-rejects", ["id"]).column("id").to_pylist()

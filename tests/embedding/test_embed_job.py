@@ -585,7 +585,8 @@ def test_a_job_without_an_address_starts_a_loopback_only_cluster(tiny_model_dir,
         pass
     job = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "embed.py"), "--input",
                             str(corpus), "--output", str(tmp_path / "out"), "--model",
-                            str(tiny_model_dir), "--pooling", "mean", "--actors", "1"],
+                            str(tiny_model_dir), "--pooling", "mean", "--actors", "1",
+                            "--in-process-rows", "0"],  # Ray, however small the input
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     seen: dict[int, str] = {}
     listening: set[tuple[str, str, int]] = set()
@@ -614,9 +615,7 @@ def test_a_job_without_an_address_starts_a_loopback_only_cluster(tiny_model_dir,
     assert job.returncode == 0, output[-3000:]
     summary = json.loads((tmp_path / "out" / "_summary.json").read_text())
     assert summary["rows_out"] == 40
-    # its cluster started on a thread while the driver planned (sentray.kit.early_ray), and the
-    # summary says where the seconds to the first row went (sentray.corpus.actor_timings)
-    assert "local Ray cluster ready" in output, output
+    # the summary says where the seconds to the first row went (sentray.corpus.actor_timings)
     moments = summary["timings"]["since_launch"]
     assert None not in moments.values(), moments
     assert 0 < moments["ray_ready"] and 0 < moments["actor_process"], moments

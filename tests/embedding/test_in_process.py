@@ -1,0 +1,84 @@
+"""The embedding job's rows in its own process (sentray.corpus.in_process): when it is chosen,
+and that it writes what the Ray actor pool writes, row for row."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import load_job
+
+from sentray.corpus import in_process
+from sentray.corpus.actor_pool import ActorPoolConfig
+
+
+@pytest.fixture
+def no_ray(monkeypatch):
+    """No Ray connected in this process (the test session's cluster may be)."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False))
+
+
+def test_chosen_only_for_a_small_input_and_no_cluster(no_ray, monkeypatch):
+    pool = ActorPoolConfig()
+    assert pool.in_process_rows == 100_000
+    assert in_process.chosen(pool, 100_000)
+    assert not in_process.chosen(pool, 100_001)
+    assert not in_process.chosen(ActorPoolConfig(in_process_rows=0), 1)  # always Ray
+    assert not in_process.chosen(ActorPoolConfig(address="127.0.0.1:6379"), 1)
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: True))
+    assert not in_process.chosen(pool, 1)  # a cluster this process is connected to: used
+    monkeypatch.delitem(sys.modules, "ray")
+    assert in_process.chosen(pool, 1)  # Ray not even imported: not connected
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # as `ray job submit` sets it
+    assert not in_process.chosen(pool, 1)
+    with pytest.raises(ValueError, match="in_process_rows must be >= 0"):
+        ActorPoolConfig(in_process_rows=-1)
+
+
+def read_output(output) -> pa.Table:
+    parts = sorted(output.glob("*/part-*.parquet"))
+    return pa.concat_tables([pq.read_table(p) for p in parts]).sort_by("row")
+
+
+@pytest.mark.ray
+def test_in_process_rows_equal_the_actor_pools(ray_cluster, tiny_model_dir, brown_corpus,
+                                               tmp_path, monkeypatch):
+    """The same corpus (blank lines, repeats, a line longer than the model reads) through the
+    Ray actor pool and in this process: every row once, the same statuses and copied counts,
+    the same vectors (1e-5: the two cut their blocks differently, so their batches pad
+    differently), and the in-process run's summary says so and where its seconds went."""
+    lines = brown_corpus.read_text(encoding="utf-8").splitlines()[:300]
+    lines += ["", "   ", lines[3], lines[7], "word " * 400]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    embed = load_job("embed")
+    common = ["--input", str(corpus), "--model", str(tiny_model_dir), "--pooling", "mean",
+              "--rows-per-batch", "64"]
+    embed.main([*common, "--output", str(tmp_path / "ray"), "--in-process-rows", "0"])
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(sys.modules["ray"], "is_initialized", lambda: False)
+    embed.main([*common, "--output", str(tmp_path / "local")])
+    on_ray, local = read_output(tmp_path / "ray"), read_output(tmp_path / "local")
+    assert local.column("row").to_pylist() == list(range(len(lines)))
+    assert local.column("id").to_pylist() == on_ray.column("id").to_pylist()
+    assert local.column("status").to_pylist() == on_ray.column("status").to_pylist()
+    for got, expected in zip(local.column("embedding").to_pylist(),
+                             on_ray.column("embedding").to_pylist(), strict=True):
+        assert (got is None) == (expected is None)
+        if got is not None:
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+    summaries = [json.loads((tmp_path / name / "_summary.json").read_text())
+                 for name in ("ray", "local")]
+    assert summaries[0]["status"] == summaries[1]["status"]
+    assert summaries[0]["rows_not_encoded"] == summaries[1]["rows_not_encoded"] >= 2
+    timings = summaries[1]["timings"]
+    assert timings["in_process"] and timings["ray_start"] is None
+    moments = timings["since_launch"]
+    assert moments["ray_ready"] is None
+    assert moments["actor_ready"] <= moments["first_row"] <= moments["first_part"], moments
