@@ -3,9 +3,9 @@ slow down: at most `--in-process-rows` rows to do (default 100,000) and no clust
 (no --address, no $RAY_ADDRESS, no Ray already running in the process: the job would start a
 private one on this machine for it).
 
-On this project's 2-core machine a private cluster cost 13 s before its first row (Ray's own
+On this project's 2-core machine a private cluster cost 14 s before its first rows (Ray's own
 processes and two actors importing torch at once) and its two one-thread actors embedded at
-0.8x one process's two threads (`bench/bench_embed.py`, docs/benchmarks.md). Here the same
+0.7x one process's two threads (`bench/bench_embed.py`, docs/benchmarks.md). Here the same
 reader (`reading.read_task`), the same actor class, built once, the same parts
 (`part_files.write_block`), accounting and compaction run in this process, on every core its
 torch uses. What it gives up: nothing an input this small needs (the pool, the actors'
