@@ -24,10 +24,10 @@ VOCAB = 30522  # bert-base-uncased / all-MiniLM-L6-v2 WordPiece
 
 
 def sentiment_ids(model: str, threshold: float) -> set[int]:
-    from sentray.encode.model_loading import load_tokenizer
+    from sentray.encode.model_loading import load_tokenizer, resolve_model
     from sentray.lstm import lexicon
 
-    tokenizer = load_tokenizer(model)
+    tokenizer = load_tokenizer(resolve_model(model))
     return lexicon.sentiment_token_ids(
         lexicon.sentiment_words(lexicon.load_vader_lexicon(), threshold), tokenizer)
 
@@ -66,7 +66,7 @@ def tokens_per_second(run, data, device: torch.device, repeats: int) -> float:
     return tokens / (time.perf_counter() - started)
 
 
-def main(argv: list[str] | None = None) -> dict[str, float]:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-size", type=int, default=32, help="(default: %(default)s)")
@@ -86,7 +86,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--set-share", type=float, default=0.08,
                         help="share of tokens in the set (SST-2 train: ~7%%) (default: "
                              "%(default)s)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    args = parse_args(argv)
     setup_logging()
     logging.getLogger("sentray").setLevel(logging.WARNING)
     if args.threads:

@@ -69,14 +69,14 @@ def encoder_alone(config, rows: int) -> float:
     import torch
 
     from sentray.corpus.sources import discover_sources
-    from sentray.embedding.actor import EmbedBatch
+    from sentray.embedding.actor import EmbedBatch, EmbedSpec
     from sentray.embedding.calibration import calibrate, sample_records
     from sentray.embedding.vectors import SCALAR
 
     torch.set_num_threads(1)
     sources = discover_sources(config.corpus)
     ranges = calibrate(config, sources) if config.vector.output_dtype in SCALAR else None
-    actor = EmbedBatch(config.encoder, config.vector, ranges)
+    actor = EmbedBatch(EmbedSpec(config.encoder, config.vector, ranges))
     records = sample_records(sources, config.corpus, rows)
     block = config.pool.rows_per_batch
     started = time.perf_counter()

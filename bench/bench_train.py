@@ -54,7 +54,7 @@ def plain_loop(config: TrainConfig, steps: int, threads: int) -> float:
     torch.set_num_threads(threads)
     torch.manual_seed(config.seed)
     model = build_model(config).train()
-    tokenizer = load_tokenizer(config.model)
+    tokenizer = load_tokenizer(config.resolved_model)
     optimizer = adamw(model, config.lr, config.weight_decay)
     batches = first_batches(config, steps)
     times = []

@@ -81,7 +81,7 @@ def main() -> None:
 
     started = time.perf_counter()
     encoder = SentenceEncoder(EncoderConfig(model=args.model, device="cpu"))
-    normalize = own_normalize(args.model)
+    normalize = own_normalize(encoder.config.resolved_model)
     corpus = Path(args.corpus).read_text(encoding="utf-8").split("\n")[:args.sentences]
     dev = load_sts_benchmark(resolve_data_dir(args.data_dir), "test")
     floats = encoder.encode(corpus)  # (N, D) pooled, as the job's actors pool them

@@ -13,7 +13,7 @@
     python docs/gen_reference.py           # write the pages
     python docs/gen_reference.py --check   # exit 1 naming every page that is not current
 
-tests/docs/test_reference.py fails when a committed page differs from what this writes.
+tests/docs/test_docs_site.py fails when a committed page differs from what this writes.
 """
 
 from __future__ import annotations
@@ -188,15 +188,9 @@ def flag_table(flags: list[Flag]) -> list[str]:
     return lines
 
 
-def job_groups(name: str) -> list[Group]:
-    job = JOBS[name]
-    config_type = job._load(job.config)
-    return groups_of(config_type())
-
-
 def job_page(name: str) -> str:
     job = JOBS[name]
-    groups = job_groups(name)
+    groups = groups_of(job._load(job.config)())  # the flags of the job's default config
     config_source = groups[0].source
     summary, *rest = job.usage.split("\n\n")  # the usage: a summary, commands, prose
     commands = [textwrap.dedent(part) for part in rest if part.startswith("    ")]

@@ -73,9 +73,9 @@ def brown_corpus() -> Path:
 @pytest.fixture(scope="session")
 def tokenizer():
     """The packaged model's tokenizer (local, no network)."""
-    from sentray.encode.model_loading import load_tokenizer
+    from sentray.encode.model_loading import load_tokenizer, resolve_model
 
-    return load_tokenizer("all-MiniLM-L6-v2")
+    return load_tokenizer(resolve_model("all-MiniLM-L6-v2"))
 
 
 def make_tiny_bert(vocab_size: int, *, seed: int = 0, model_type: str = "bert",

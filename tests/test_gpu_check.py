@@ -152,16 +152,17 @@ def assert_quotient(reported: float, numerator: float, denominator: tuple[float,
 @pytest.mark.slow
 def test_dry_run_embed_figures_match_an_independent_count(dry_run, tokenizer):
     from sentray.encode.model_info import default_max_length
-    from sentray.encode.model_loading import load_config
+    from sentray.encode.model_loading import load_config, resolve_model
 
+    model = resolve_model(MODEL)
     report = dry_run[0]
     # the first --sentences non-blank corpus lines, truncated as SentenceEncoder truncates
     sentences = CORPUS_SENTENCES[:SENTENCES]
-    ids = tokenizer(sentences, truncation=True, max_length=default_max_length(MODEL, tokenizer))
+    ids = tokenizer(sentences, truncation=True, max_length=default_max_length(model, tokenizer))
     lengths = sorted((len(row) for row in ids["input_ids"]), reverse=True)
     batches = [lengths[i:i + BATCH_SIZE] for i in range(0, len(lengths), BATCH_SIZE)]
     shapes = [(len(batch), batch[0]) for batch in batches]  # (B, T): longest first, no more pad
-    tflop = bert_forward_flops(load_config(MODEL), shapes) / 1e12
+    tflop = bert_forward_flops(load_config(model), shapes) / 1e12
     runs = report["steps"]["embed"]["runs"]
     # one matrix product measured per precision, set against all three poolings
     assert len({run["matmul_tflops_per_s"] for run in runs}) == 1
@@ -186,11 +187,12 @@ def test_dry_run_embed_figures_match_an_independent_count(dry_run, tokenizer):
 @pytest.mark.long
 @pytest.mark.slow
 def test_dry_run_memory_figures_match_an_independent_count(dry_run):
-    from sentray.encode.model_loading import load_config
+    from sentray.encode.model_loading import load_config, resolve_model
 
     runs = dry_run[0]["steps"]["ditto_memory"]["runs"]
     # one synthetic (batch, tokens) batch with an all-ones mask: no padding to leave out
-    tflop = bert_forward_flops(load_config(MODEL), [(MEMORY_BATCH, MEMORY_TOKENS)]) / 1e12
+    config = load_config(resolve_model(MODEL))
+    tflop = bert_forward_flops(config, [(MEMORY_BATCH, MEMORY_TOKENS)]) / 1e12
     for run in runs:
         assert (run["batch"], run["tokens"]) == (MEMORY_BATCH, MEMORY_TOKENS)
         assert_quotient(run["model_tflops_per_s"], tflop, rounding_span(run["forward_seconds"], 4),

@@ -1,7 +1,7 @@
 """The package's shape: every subpackage says in its docstring what it may import and imports
 nothing else (function-level imports included); no import cycle between modules; no module
 imports a job; what Ray Data's tasks and `--help` load stays free of torch; modules and
-functions stay short enough to read."""
+functions stay short enough to read, and so do the scripts beside the package (bench/, docs/)."""
 
 from __future__ import annotations
 
@@ -96,17 +96,37 @@ def test_no_import_cycle_between_modules():
         assert cycle is None, " -> ".join(cycle)
 
 
-def test_modules_and_functions_are_short():
+def too_long(name: str, path: Path) -> list[str]:
+    """The module `name` at `path`, and each function in it (methods and nested ones too), that
+    is longer than its limit and not in LONGER_ALLOWED."""
     long = []
-    for name, path in MODULES.items():
-        text = path.read_text()
-        if len(text.splitlines()) > MAX_MODULE_LINES and name not in LONGER_ALLOWED:
-            long.append(f"{name}: {len(text.splitlines())} lines")
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                lines = node.end_lineno - node.lineno + 1
-                if lines > MAX_FUNCTION_LINES and f"{name}.{node.name}" not in LONGER_ALLOWED:
-                    long.append(f"{name}.{node.name}: {lines} lines")
+    text = path.read_text()
+    if len(text.splitlines()) > MAX_MODULE_LINES and name not in LONGER_ALLOWED:
+        long.append(f"{name}: {len(text.splitlines())} lines")
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES and f"{name}.{node.name}" not in LONGER_ALLOWED:
+                long.append(f"{name}.{node.name}: {lines} lines")
+    return long
+
+
+def test_modules_and_functions_are_short():
+    long = [item for name, path in MODULES.items() for item in too_long(name, path)]
+    assert not long, "\n".join(long)
+
+
+# The scripts beside the package, held to its limits: the benchmarks (bench/), the docs' generator
+# (docs/*.py) and the experiments (docs/experiments/), named like modules ("bench.bench_lstm",
+# "docs.experiments.sifter_study") in the messages and in LONGER_ALLOWED.
+ROOT = PACKAGE.parent
+SCRIPTS = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in sorted(
+    [*ROOT.glob("bench/**/*.py"), *ROOT.glob("docs/*.py"), *ROOT.glob("docs/experiments/**/*.py")])}
+
+
+def test_bench_and_docs_scripts_are_short():
+    assert "docs.experiments.sifter_study" in SCRIPTS and "docs.gen_reference" in SCRIPTS
+    long = [item for name, path in SCRIPTS.items() for item in too_long(name, path)]
     assert not long, "\n".join(long)
 
 

@@ -17,7 +17,7 @@ from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
 from sentray.encode.export import save_model_directory
 from sentray.encode.model_info import default_max_length
-from sentray.encode.model_loading import load_tokenizer
+from sentray.encode.model_loading import load_tokenizer, resolve_model
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
@@ -86,11 +86,13 @@ def export_checkpoint(checkpoint, output: storage.Location, config: TrainConfig,
              "step": record["step"], "stsb_dev": record["stsb_dev"]}
     exported = {}
     with checkpoint.as_directory() as folder, tempfile.TemporaryDirectory() as staging:
-        model_dir = str(Path(folder) / Checkpointing.MODEL)
-        tokenizer = load_tokenizer(model_dir)
+        trained = resolve_model(str(Path(folder) / Checkpointing.MODEL))  # a model of its own
+        tokenizer = load_tokenizer(trained)
         encoder = SentenceEncoder(EncoderConfig(
-            model=model_dir, pooling=config.pooling, head=config.head, device="cpu",
-            max_length=default_max_length(config.model, tokenizer)), tokenizer=tokenizer)
+            model=trained.name, resolved_model=trained, pooling=config.pooling,
+            head=config.head, device="cpu",
+            max_length=default_max_length(config.resolved_model, tokenizer)),
+            tokenizer=tokenizer)
         for name, st_files in (("best", False), ("best-st", True)):
             save_model_directory(encoder, Path(staging) / name, extra=extra,
                                  sentence_transformers=st_files)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
+
+import tyro
 
 from sentray.contrastive.objectives import (
     PAPER_SETTINGS,
@@ -16,8 +18,9 @@ from sentray.contrastive.objectives import (
     objective_views,
 )
 from sentray.encode.config import EncoderConfig, Precision
-from sentray.encode.model_loading import DEFAULT_MODEL
+from sentray.encode.model_loading import DEFAULT_MODEL, ResolvedModel
 from sentray.encode.pooling_catalog import DITTO_POOLINGS, canonical_pooling
+from sentray.kit.config_files import derived
 from sentray.kit.validation import check_choices
 
 # The train-time MLP's initial weights: simcse, SimCSE's (its cl_init runs BERT's _init_weights:
@@ -88,9 +91,13 @@ class TrainConfig:
     # delete the run OUTPUT/NAME and the exports first, and start afresh; without it a rerun
     # whose settings would change the model stops and says which
     overwrite: bool = False
+    # `model` looked up once (`resolved()`), carried to the workers, the loaders and the export
+    resolved_model: Annotated[ResolvedModel | None, tyro.conf.Suppress] = derived()
 
     def __post_init__(self) -> None:
         check_choices(self)
+        if self.resolved_model is not None and self.resolved_model.name != self.model:
+            object.__setattr__(self, "resolved_model", None)  # replace(config, model=...)
         if self.pooling is not None:
             object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
             if self.head is not None and self.pooling not in DITTO_POOLINGS:
@@ -142,17 +149,18 @@ class TrainConfig:
         train-time MLP (SimCSE's and the paper's setting for a raw encoder); a Ditto pooling
         without a head takes the model's known one (ValueError without one); the name
         defaults to the objective."""
-        from sentray.encode.model_checks import check_model
+        from sentray.encode.model_checks import located_model
         from sentray.encode.model_info import own_pooling
 
-        check_model(self.model)  # a broken model folder fails here, not on every worker
+        # the model looked up once, here, and checked: a broken folder fails before any worker
+        model = self.resolved_model or located_model(self.model)
         paper = PAPER_SETTINGS[self.objective]
         config = dataclasses.replace(
             self, dropout=paper.dropout if self.dropout is None else self.dropout,
-            lr=paper.lr if self.lr is None else self.lr)
+            lr=paper.lr if self.lr is None else self.lr, resolved_model=model)
         own = None
         if config.pooling is None or config.mlp is None:
-            own = own_pooling(config.model)
+            own = own_pooling(model)
         if config.pooling is None:
             pooling, head = own or ("cls_before_pooler", None)
             config = dataclasses.replace(config, pooling=pooling, head=config.head or head)
@@ -161,7 +169,8 @@ class TrainConfig:
             config = dataclasses.replace(config, mlp=not is_own)
         if config.pooling in DITTO_POOLINGS:  # the model's known head, or an error asking for one
             config = dataclasses.replace(config, head=EncoderConfig(
-                model=config.model, pooling=config.pooling, head=config.head).resolved().head)
+                model=config.model, pooling=config.pooling, head=config.head,
+                resolved_model=model).resolved().head)
         return dataclasses.replace(config, name=config.name or config.objective,
                                    cpus_per_worker=config.cpus_per_worker or default_cpus(config))
 

@@ -87,7 +87,8 @@ def input_backbone_coverage(config: TrainConfig) -> dict | None:
     if total > COVERAGE_ROWS:  # rows in input order, a seeded choice: the same on every run
         table = table.take(np.sort(np.random.default_rng(0).choice(total, COVERAGE_ROWS,
                                                                    replace=False)))
-    coverage = backbone_coverage(load_tokenizer(config.model), table.column("text").to_pylist(),
+    coverage = backbone_coverage(load_tokenizer(config.resolved_model),
+                                 table.column("text").to_pylist(),
                                  table.column("backbone_text").to_pylist(), config.max_length)
     return {**coverage, "input_rows": total}
 

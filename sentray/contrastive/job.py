@@ -13,7 +13,6 @@ best checkpoint as a Hugging Face and a sentence-transformers folder
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import time
@@ -43,10 +42,10 @@ def run_training(config: TrainConfig) -> dict:
     checkpoint by STS-B dev; returns the summary (also OUTPUT/summary.json)."""
     started = time.perf_counter()
     config = config.resolved()
-    logger.info("training config: %s", json.dumps(dataclasses.asdict(config), default=str))
+    logger.info("training config: %s", json.dumps(config_files.as_record(config)))
     data_dir = senteval.resolve_data_dir(config.data_dir)  # fail before any cluster work
     dev = senteval.load_sts_benchmark(data_dir, "dev")
-    load_config(config.model)  # an unknown model fails here, not on every worker
+    load_config(config.resolved_model)  # an unknown model fails here, not on every worker
     plan = inspect_input(config)
     schedule = _log_plan(config, plan)
     coverage = input_backbone_coverage(config)
@@ -85,7 +84,7 @@ def run_training(config: TrainConfig) -> dict:
                "best_step": best_record["step"], "best_stsb_dev": best_record["stsb_dev"],
                "exported": export_checkpoint(best, output, config, best_record),
                "history": history, "seconds": round(time.perf_counter() - started, 1),
-               "config": json.loads(json.dumps(dataclasses.asdict(config), default=str))}
+               "config": config_files.as_record(config)}
     storage.write_bytes(output.join("summary.json"), json.dumps(summary, indent=1).encode())
     config_files.write_config(config, config.output, job="train",
                               s3_endpoint=config.s3_endpoint)
@@ -103,7 +102,7 @@ MODEL_SETTINGS = ("model", "objective", "pooling", "head", "mlp", "dropout", "te
 def train_settings(config: TrainConfig) -> dict:
     settings = {key: getattr(config, key) for key in MODEL_SETTINGS}
     settings["lambdas"] = config.lambdas.spec()
-    settings["model_files"] = model_fingerprint(config.model)
+    settings["model_files"] = model_fingerprint(config.resolved_model)
     if config.mlp:  # only a run with the MLP depends on its initial weights
         settings["mlp_init"] = config.mlp_init
     return settings

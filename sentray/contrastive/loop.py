@@ -37,7 +37,7 @@ from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.contrastive.view_tokens import tokenize_batch
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.model_loading import load_tokenizer
+from sentray.encode.model_loading import load_tokenizer, resolve_model
 from sentray.evaluation import sts
 from sentray.evaluation.senteval import PairSet
 from sentray.kit import storage
@@ -116,14 +116,15 @@ class WorkerRun:
         self.rank, self.world, self.device = worker_setup(config.workers, config.cpus_per_worker)
         self.local_batch = config.local_batch_size
         self.rows = slice(self.rank * self.local_batch, (self.rank + 1) * self.local_batch)
-        self.tokenizer = load_tokenizer(config.model)
+        self.tokenizer = load_tokenizer(config.resolved_model)
         restored = self._build(ray.train.get_checkpoint())
         self.history = EvalHistory.restore("stsb_dev", restored.get("history", []))
         self.step, self.initial = restored.get("step", 0), restored.get("initial_stsb_dev")
         self.evaluator = None
         if self.rank == 0:
             self.evaluator = SentenceEncoder(
-                EncoderConfig(model=config.model, pooling=config.pooling, head=config.head,
+                EncoderConfig(model=config.model, resolved_model=config.resolved_model,
+                              pooling=config.pooling, head=config.head,
                               batch_size=config.eval_batch_size, device=str(self.device)),
                 model=self.bare.encoder, tokenizer=self.tokenizer)
             if restored:
@@ -141,8 +142,8 @@ class WorkerRun:
         config, restored = self.config, {}
         with checkpoint.as_directory() if checkpoint else contextlib.nullcontext() as folder:
             torch.manual_seed(config.seed)  # the MLP starts the same on every run
-            model = build_model(config, str(Path(folder) / Checkpointing.MODEL) if folder
-                                else None)
+            model = build_model(config, resolve_model(str(Path(folder) / Checkpointing.MODEL))
+                                if folder else None)  # a checkpoint: a model of its own
             if folder:
                 if model.mlp is not None:
                     model.mlp.load_state_dict(torch.load(Path(folder) / Checkpointing.HEAD))

@@ -9,6 +9,7 @@ from torch import nn
 
 from sentray.contrastive.config import MlpInit, TrainConfig
 from sentray.contrastive.view_tokens import ViewGroup
+from sentray.encode.model_loading import ResolvedModel
 from sentray.encode.pooled_model import PooledEncoder
 
 # poolings that leave encoder layers out of the loss (DDP must be told)
@@ -75,10 +76,11 @@ def encode_views(model: nn.Module, groups: list[ViewGroup], views: tuple[str, ..
     return [by_view[v] for v in views]
 
 
-def build_model(config: TrainConfig, encoder_source: str | None = None) -> ContrastiveModel:
+def build_model(config: TrainConfig, encoder_source: ResolvedModel | None = None
+                ) -> ContrastiveModel:
     """The model for `config` (resolved), its encoder loaded from `encoder_source` (a
     checkpoint's model folder) or the configured initial model, with the training dropout."""
-    pooled = PooledEncoder.load(encoder_source or config.model, config.pooling,
+    pooled = PooledEncoder.load(encoder_source or config.resolved_model, config.pooling,
                                 head=config.head, dropout=config.dropout)
     return ContrastiveModel(pooled.model, config.pooling, head=config.head, mlp=config.mlp,
                             mlp_init=config.mlp_init)

@@ -1,9 +1,14 @@
-"""`ActorPoolConfig`: the resources of a corpus job's actor pool (how many actors, their CPUs and
-GPUs, rows per call) and the cluster it runs on; from config, never from code."""
+"""The actor pool of a corpus job: `ActorPoolConfig`, its resources (how many actors, their CPUs
+and GPUs, rows per call) and the cluster it runs on, from config, never from code; and
+`ActorPlan`, the actor each of them is (built from one typed value)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import pyarrow as pa
 
 from sentray.corpus.actor_count import ActorCount
 from sentray.kit.ray_cluster import local_cpus
@@ -42,3 +47,20 @@ class ActorPoolConfig:
         """Logical CPUs of a cluster the job starts itself: `num_cpus`, else the pool's CPUs
         rounded up plus two (one rule for every job: `runtime.local_cpus`)."""
         return self.num_cpus or local_cpus(self.actors.maximum, self.cpus_per_actor)
+
+
+S = TypeVar("S")
+BlockFunction = Callable[[pa.Table], pa.Table]  # the reader's records -> the job's rows
+
+
+@dataclass(frozen=True)
+class ActorPlan(Generic[S]):
+    """The actor every block of rows goes through: `kind(spec)`, built once per actor (on Ray,
+    `kind` is the Ray Data callable class, and the actor's process is named after it), then
+    called on each block. `spec` is the one typed value it is built from."""
+
+    kind: Callable[[S], BlockFunction]
+    spec: S
+
+    def build(self) -> BlockFunction:
+        return self.kind(self.spec)

@@ -11,6 +11,7 @@ only what differs: its actor, its output folders and their routing, its summary.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import json
@@ -18,19 +19,19 @@ import logging
 import math
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 import pyarrow as pa
 
 from sentray.corpus import actor_timings, in_process, output_claims, part_files, run_record
-from sentray.corpus.actor_pool import ActorPoolConfig
+from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
 from sentray.corpus.compaction import compact, needs_compaction
 from sentray.corpus.reading import corpus_datasource, read_tasks
 from sentray.corpus.row_progress import RowProgress
 from sentray.corpus.source_runs import Run, remove_parts, remove_temporaries, source_runs
-from sentray.corpus.sources import CorpusConfig, Source, discover_sources, estimate_rows
+from sentray.corpus.sources import CorpusConfig, Source, estimate_rows
 from sentray.kit import cluster_paths, config_files, storage
 from sentray.kit.settings_record import write_settings
 
@@ -116,9 +117,9 @@ def ray_session(pool: ActorPoolConfig) -> Iterator[float]:
             ray.shutdown()
 
 
-def run_actor_pool(pending: Sequence[Pending], corpus: CorpusConfig, actor_class: type,
-                   actor_kwargs: dict, route: part_files.Route, pool: ActorPoolConfig) -> dict:
-    """Stream every row still to do through `actor_class` and write what `route` says (Ray
+def run_actor_pool(pending: Sequence[Pending], corpus: CorpusConfig, actor: ActorPlan,
+                   route: part_files.Route, pool: ActorPoolConfig) -> dict:
+    """Stream every row still to do through `actor` and write what `route` says (Ray
     up: `ray_session`). Returns where the time went, in seconds: `first_part` (from the call to
     the first part written: the fixed cost before the first batch is out) and `pipeline` (the
     call, in all)."""
@@ -135,8 +136,8 @@ def run_actor_pool(pending: Sequence[Pending], corpus: CorpusConfig, actor_class
                                        override_num_blocks=len(read_tasks(work, corpus)))
     dataset = dataset.repartition(target_num_rows_per_block=rows)
     dataset = dataset.map_batches(
-        actor_class,
-        fn_constructor_kwargs=actor_kwargs,
+        actor.kind,
+        fn_constructor_args=(actor.spec,),
         batch_size=rows,
         batch_format="pyarrow",
         compute=pool.actors.strategy(),
@@ -165,35 +166,57 @@ def run_actor_pool(pending: Sequence[Pending], corpus: CorpusConfig, actor_class
 # -- the driver -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CorpusJob:
-    """What one corpus job is; `run_corpus_job` does the rest."""
+class JobConfig(Protocol):
+    """What `run_corpus_job` reads of a corpus job's config (EmbedConfig, AugmentConfig); the
+    whole config is written as OUTPUT/_config.yaml and recorded in the summary."""
 
-    name: str  # the job's script under jobs/ ("embed", "augment"), for OUTPUT/_config.yaml
-    config: Any  # the job's whole config, written as OUTPUT/_config.yaml and into the summary
-    corpus: CorpusConfig
-    pool: ActorPoolConfig
+    @property
+    def corpus(self) -> CorpusConfig: ...
+
+    @property
+    def pool(self) -> ActorPoolConfig: ...
+
+    @property
+    def overwrite(self) -> bool: ...  # delete the job's own files in its folders first
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorpusJob(abc.ABC):
+    """What one corpus job is; `run_corpus_job` does the rest. A job subclasses this as a frozen
+    dataclass: its config, folders and settings, and its answers to four questions (which
+    actor, which folder each row goes to, the schema of a file with no rows, the summary)."""
+
+    name: ClassVar[str]  # the job's script under jobs/ ("embed"), for OUTPUT/_config.yaml
+    rows_out_keys: ClassVar[tuple[str, ...]] = ("rows_out",)  # summary counts adding to rows_in
+
+    config: JobConfig
     folders: tuple[str, ...]  # where rows go: the output folder first (it holds the summary)
-    actor_class: type  # Ray Data callable class: pyarrow batch -> pyarrow batch
-    actor_kwargs: dict
-    # (located folders) -> the route from the actors' tables to the folders
-    route: Callable[[list[storage.Location]], part_files.Route]
-    empty_schema: Callable[[Source], pa.Schema]  # the output schema of a file with no rows
-    # (located folders, sources) -> the summary's counts, with rows_in and incomplete_sources
-    summarize: Callable[[list[storage.Location], list[Source]], dict]
     # what the rows depend on: recorded in OUTPUT/_settings.json by the first run, and a rerun
     # with other values stops before Ray starts (output_claims)
-    settings: dict = field(default_factory=dict)
-    overwrite: bool = False  # delete the job's own files in its folders first
-    rows_out_keys: tuple[str, ...] = ("rows_out",)  # summary counts that add up to rows_in
-    check_before_pool: Callable[[], None] | None = field(default=None)  # fail fast (a model)
+    settings: dict
+    sources: Sequence[Source]  # the input files (`discover_sources`)
     # merge each finished source's parts into files of this many rows (single-folder jobs)
     rows_per_file: int | None = None
-    # called once the run holds its claim, before any row is written (e.g. to record the
-    # quantization ranges next to the rows)
-    before_rows: Callable[[list[storage.Location]], None] | None = field(default=None)
-    # the input files, when the job has discovered them already (else discovered here)
-    sources: Sequence[Source] | None = field(default=None)
+
+    @abc.abstractmethod
+    def actor(self) -> ActorPlan:
+        """The actor each block goes through: pyarrow records in, the job's rows out."""
+
+    @abc.abstractmethod
+    def route(self, folders: list[storage.Location]) -> part_files.Route:
+        """Where the actors' rows go: (folder, table) pairs per block (`part_files`)."""
+
+    @abc.abstractmethod
+    def empty_schema(self, source: Source) -> pa.Schema:
+        """The output schema of an input file with no rows."""
+
+    @abc.abstractmethod
+    def summarize(self, folders: list[storage.Location], sources: list[Source]) -> dict:
+        """The summary's counts over the whole output, with rows_in and incomplete_sources."""
+
+    def before_rows(self, folders: list[storage.Location]) -> None:  # noqa: B027 (optional)
+        """Called once the run holds its claim, before any row is written (the embedding job
+        records its quantization code book here); by default nothing."""
 
 
 def run_corpus_job(job: CorpusJob) -> dict:
@@ -233,15 +256,14 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     up raises instead of being written. OUTPUT/_config.yaml is written last, by a run whose
     rows all came out. A rerun that finds nothing to do writes nothing: the summary of the runs
     that did the work (and their config) stay as they were."""
-    cluster_paths.refuse_unshared_paths(job.pool.address, job.corpus.input, job.folders,
-                                        job.corpus.shared_paths)  # on many nodes: URIs only
+    corpus = job.config.corpus
+    cluster_paths.refuse_unshared_paths(job.config.pool.address, corpus.input, job.folders,
+                                        corpus.shared_paths)  # on many nodes: URIs only
     started = time.perf_counter()
     started_at = time.time()
-    # Every file is checked before Ray starts; the job's own folders are never read as input.
-    sources = (list(job.sources) if job.sources is not None
-               else discover_sources(job.corpus, exclude=list(job.folders)))
-    folders = [storage.locate(folder, job.corpus.s3_endpoint) for folder in job.folders]
-    if not job.overwrite:
+    sources = list(job.sources)  # found and checked by the job (never in its own folders)
+    folders = [storage.locate(folder, job.config.corpus.s3_endpoint) for folder in job.folders]
+    if not job.config.overwrite:
         output_claims.check_settings(folders, job.settings)  # refuse before touching anything
     with output_claims.RunClaim(folders[0], job.settings) as claim:
         _prepare_folders(job, folders)
@@ -271,10 +293,10 @@ def _run_corpus_job(job: CorpusJob) -> dict:
             return {**previous, **summary, **run}  # this run's figures, not written
         summary = run_record.recorded(
             previous, summary, run, job.settings,
-            json.loads(json.dumps(dataclasses.asdict(job.config), default=str)), job.overwrite)
+            config_files.as_record(job.config), job.config.overwrite)
         run_record.write_summary(folders[0], summary)
         config_files.write_config(job.config, job.folders[0], job=job.name,
-                                  s3_endpoint=job.corpus.s3_endpoint)
+                                  s3_endpoint=job.config.corpus.s3_endpoint)
     return summary
 
 
@@ -288,16 +310,14 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
                   and (todo or needs_compaction(folders[0], sources, job.rows_per_file)))
     if not todo and not compacting:
         return None
-    if todo and job.check_before_pool is not None:
-        job.check_before_pool()
-    local = in_process.chosen(job.pool, sum(p.rows for p in todo))
-    with contextlib.nullcontext(None) if local else ray_session(job.pool) as ray_seconds:
+    local = in_process.chosen(job.config.pool, sum(p.rows for p in todo))
+    with contextlib.nullcontext(None) if local else ray_session(job.config.pool) as ray_seconds:
         timings, ray_ready = {"ray_start": ray_seconds}, None if local else time.time()
         if todo:
             with RowProgress(folders, [p.source for p in todo]):
                 run_rows = in_process.run_rows if local else run_actor_pool
-                timings.update(run_rows(todo, job.corpus, job.actor_class, job.actor_kwargs,
-                                        job.route(folders), job.pool))
+                timings.update(run_rows(todo, job.config.corpus, job.actor(), job.route(folders),
+                                        job.config.pool))
             timings["since_launch"] = actor_timings.since_launch(
                 ray_ready, timings["first_part_at"], timings.pop("actors"))
         if compacting and (others := claim.others_running()):
@@ -313,7 +333,7 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
 def _prepare_folders(job: CorpusJob, folders: list[storage.Location]) -> None:
     """Under the run's claim: --overwrite's deletion (or the settings checked again: another
     run may have written since), the folders, the settings record, the job's own first files."""
-    if job.overwrite:
+    if job.config.overwrite:
         deleted = output_claims.remove_job_files(folders)
         logger.info("--overwrite: deleted %d files of this job in %s", deleted,
                     ", ".join(f.uri for f in folders))
@@ -322,5 +342,4 @@ def _prepare_folders(job: CorpusJob, folders: list[storage.Location]) -> None:
     for folder in folders:
         folder.filesystem.create_dir(folder.path, recursive=True)
     write_settings(folders[0], job.settings, job.name)
-    if job.before_rows is not None:
-        job.before_rows(folders)
+    job.before_rows(folders)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from sentray.corpus import part_files
-from sentray.corpus.actor_pool import ActorPoolConfig
+from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
 from sentray.corpus.reading import read_task, read_tasks
 from sentray.corpus.sources import CorpusConfig
 
@@ -45,15 +45,15 @@ def chosen(pool: ActorPoolConfig, rows_to_do: int) -> bool:
     return rows_to_do <= pool.in_process_rows
 
 
-def run_rows(pending: Sequence, corpus: CorpusConfig, actor_class: type, actor_kwargs: dict,
-             route: part_files.Route, pool: ActorPoolConfig) -> dict:
-    """Every row still to do (`pending`: corpus_job.Pending), read, passed through one
-    `actor_class` in blocks and written where `route` says. Returns the timings the Ray path
-    gives (`corpus_job.run_actor_pool`)."""
+def run_rows(pending: Sequence, corpus: CorpusConfig, plan: ActorPlan, route: part_files.Route,
+             pool: ActorPoolConfig) -> dict:
+    """Every row still to do (`pending`: corpus_job.Pending), read, passed through one actor
+    built from `plan` in blocks and written where `route` says. Returns
+    the timings the Ray path gives (`corpus_job.run_actor_pool`)."""
     started = time.time()
     rows = pool.rows_per_batch * BLOCKS_PER_CALL
     corpus = dataclasses.replace(corpus, rows_per_block=rows)
-    actor = actor_class(**actor_kwargs)
+    actor = plan.build()
     buffered: list[pa.Table] = []
     first_write = None
     work = [(item.source, item.runs) for item in pending]

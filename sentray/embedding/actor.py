@@ -16,7 +16,7 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +31,16 @@ logger = logging.getLogger(__name__)
 
 STATUSES = ("ok", "truncated", "chunked", "null", "empty", "invalid_utf8")
 EMBEDDED = ("ok", "truncated", "chunked")
+
+
+@dataclass(frozen=True)
+class EmbedSpec:
+    """What an `EmbedBatch` is built from: the job hands the same one to every actor."""
+
+    encoder: EncoderConfig  # resolved by the job: its model looked up once, in the driver
+    vector: VectorConfig = field(default_factory=VectorConfig)
+    ranges: vectors.Ranges | None = None  # int8/uint8: the code book every row is coded with
+    metadata: dict | None = None  # the output files' schema metadata (what the vectors are)
 
 
 @dataclass
@@ -51,22 +61,21 @@ class EmbedBatch:
     of text and read_error.
     """
 
-    def __init__(self, encoder_config: EncoderConfig, vector_config: VectorConfig,
-                 ranges: vectors.Ranges | None = None, metadata: dict | None = None) -> None:
+    def __init__(self, spec: EmbedSpec) -> None:
         self.clock = ActorClock()  # the job's first moments, for its summary
         # torch and transformers are imported here, in the actor, not when the driver imports
         # this class to hand it to Ray Data (2 s of a 2-core machine's start-up)
         from sentray.encode.encoder import SentenceEncoder, special_tokens
 
-        self.encoder = SentenceEncoder(encoder_config)
-        self.vector, self.ranges = vector_config, ranges
-        self.metadata = metadata  # the output's schema metadata (what the vectors are)
+        self.encoder = SentenceEncoder(spec.encoder)
+        self.vector, self.ranges = spec.vector, spec.ranges
+        self.metadata = spec.metadata  # the output's schema metadata (what the vectors are)
         self.prefix, self.suffix = special_tokens(self.encoder.tokenizer)
         self.specials = len(self.prefix) + len(self.suffix)
-        chunk = vector_config.long_text == "chunk"
+        chunk = spec.vector.long_text == "chunk"
         self.plan = WindowPlan.of(self.encoder.max_length, self.specials,
-                                  vector_config.chunk_overlap if chunk else 0,
-                                  vector_config.max_windows if chunk else 1)
+                                  spec.vector.chunk_overlap if chunk else 0,
+                                  spec.vector.max_windows if chunk else 1)
         self.cache: OrderedDict[bytes, Encoded] = OrderedDict()
         self.clock.ready()
 

@@ -76,7 +76,7 @@ def calibrate(config: EmbedConfig, sources: list[Source]) -> vectors.Ranges:
     `calibration_rows` texts, embedded in this process (on its GPU if it has one)."""
     import torch
 
-    from sentray.embedding.actor import EmbedBatch
+    from sentray.embedding.actor import EmbedBatch, EmbedSpec
 
     encoder = config.encoder
     if encoder.device.startswith("cuda") and not torch.cuda.is_available():
@@ -86,7 +86,8 @@ def calibrate(config: EmbedConfig, sources: list[Source]) -> vectors.Ranges:
     if not sample.num_rows:
         raise ValueError("int8/uint8 output needs calibration texts, and the input has none; "
                          "pass --quantization-ranges FILE")
-    actor = EmbedBatch(encoder, dataclasses.replace(config.vector, output_dtype="float32"))
+    actor = EmbedBatch(EmbedSpec(encoder, dataclasses.replace(config.vector,
+                                                              output_dtype="float32")))
     table = actor(sample)
     embedded = table.filter(table.column("embedding").is_valid())
     floats = np.stack(embedded.column("embedding").to_numpy(zero_copy_only=False))
@@ -116,6 +117,6 @@ def resolve_ranges(config: EmbedConfig, output: storage.Location,
 
 
 def _model_dimension(config: EmbedConfig) -> int:
-    from sentray.encode.model_loading import load_config
+    from sentray.encode.model_loading import hidden_size
 
-    return load_config(config.encoder.model).hidden_size
+    return hidden_size(config.encoder.located().resolved_model)

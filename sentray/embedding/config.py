@@ -96,18 +96,19 @@ class EmbedConfig:
                              f"{self.rows_per_file}")
 
     def resolved(self) -> EmbedConfig:
-        from sentray.encode.model_checks import check_model
         from sentray.encode.model_info import own_normalize
         from sentray.encode.model_loading import hidden_size
 
-        check_model(self.encoder.model)  # a broken model folder fails here, not in an actor
-        encoder = self.encoder.resolved()  # the model's own pooling, decided once, here
+        # the model looked up and checked (a broken model folder fails here, not in an actor),
+        # and its own pooling decided, once, here: the actors get this config
+        encoder = self.encoder.resolved()
+        model = encoder.resolved_model
         if self.pool.num_gpus > 0 and encoder.device == "auto":
             encoder = dataclasses.replace(encoder, device="cuda")
         vector = self.vector
         if vector.normalize is None:
-            vector = dataclasses.replace(vector, normalize=own_normalize(encoder.model))
-        dimension = hidden_size(encoder.model)
+            vector = dataclasses.replace(vector, normalize=own_normalize(model))
+        dimension = hidden_size(model)
         if vector.truncate_dim is not None and vector.truncate_dim > dimension:
             raise ValueError(f"--truncate-dim {vector.truncate_dim} is more than model "
                              f"{encoder.model!r} has: its vectors have {dimension} dimensions")

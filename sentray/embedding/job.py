@@ -22,16 +22,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sentray.corpus import corpus_job, output_claims, part_files
+from sentray.corpus.actor_pool import ActorPlan
 from sentray.corpus.source_runs import source_runs
 from sentray.corpus.sources import Source, discover_sources, read_format
 from sentray.embedding import calibration, vectors
-from sentray.embedding.actor import STATUSES, EmbedBatch
+from sentray.embedding.actor import STATUSES, EmbedBatch, EmbedSpec
 from sentray.embedding.config import EmbedConfig
 from sentray.kit import storage
 
@@ -61,13 +64,14 @@ def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None,
     from sentray.encode.model_loading import hidden_size, model_fingerprint
 
     encoder, vector, corpus = config.encoder, config.vector, config.corpus
+    model = encoder.resolved_model  # `config` is resolved: the model was looked up there
     chunk = vector.long_text == "chunk"
     return {
-        "model": encoder.model, "model_files": model_fingerprint(encoder.model),
+        "model": encoder.model, "model_files": model_fingerprint(model),
         "pooling": encoder.pooling, "head": encoder.head,
-        "max_length": encoder.max_length or default_max_length(encoder.model),
+        "max_length": encoder.max_length or default_max_length(model),
         "precision": encoder.precision,
-        "dimension": vector.output_dimension(hidden_size(encoder.model)),
+        "dimension": vector.output_dimension(hidden_size(model)),
         "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
         "output_dtype": vector.output_dtype,
         "quantization_ranges": calibration.ranges_digest(ranges),
@@ -156,6 +160,39 @@ def summarize(output: storage.Location, sources: list[Source]) -> dict:
             "rows_out": rows_out, "status": counts, "rows_not_encoded": copied}
 
 
+@dataclass(frozen=True, kw_only=True)
+class EmbedJob(corpus_job.CorpusJob):
+    """The embedding job on the corpus-job driver: `EmbedBatch` actors, one output folder."""
+
+    name: ClassVar[str] = "embed"
+    config: EmbedConfig  # resolved: the model looked up once, the precision decided
+    ranges: vectors.Ranges | None  # int8/uint8: the code book
+    metadata: dict  # every output file's schema metadata (`vectors_metadata`)
+
+    def actor(self) -> ActorPlan[EmbedSpec]:
+        config = self.config
+        return ActorPlan(EmbedBatch, EmbedSpec(config.encoder, config.vector, self.ranges,
+                                               self.metadata))
+
+    def route(self, folders: list[storage.Location]) -> part_files.Route:
+        return part_files.SingleFolder(folders[0])
+
+    def empty_schema(self, source: Source) -> pa.Schema:
+        config, id_type = self.config, pa.string()
+        if config.corpus.id_column:
+            with source.filesystem.open_input_file(source.path) as handle:
+                id_type = pq.read_schema(handle).field(config.corpus.id_column).type
+        return output_schema(self.settings["dimension"], id_type, config.vector.output_dtype,
+                             config.vector.long_text == "chunk", self.metadata)
+
+    def summarize(self, folders: list[storage.Location], sources: list[Source]) -> dict:
+        return summarize(folders[0], sources)
+
+    def before_rows(self, folders: list[storage.Location]) -> None:
+        if self.ranges is not None:
+            calibration.write_stored(folders[0], self.config.vector.output_dtype, self.ranges)
+
+
 def run_embedding(config: EmbedConfig) -> dict:
     """Embed every row of the corpus into `config.output`; returns the summary."""
     output = storage.locate(config.output, config.corpus.s3_endpoint)
@@ -169,29 +206,10 @@ def run_embedding(config: EmbedConfig) -> dict:
             output_claims.check_settings([output], settings, ignore=("quantization_ranges",))
         ranges = calibration.resolve_ranges(config, output, sources)
         settings["quantization_ranges"] = calibration.ranges_digest(ranges)
-    metadata = vectors_metadata(settings, ranges)
     rows_per_file = config.rows_per_file
     if rows_per_file is None:
         rows_per_file = default_rows_per_file(settings["dimension"], config.vector.output_dtype)
-
-    def empty_schema(source: Source) -> pa.Schema:
-        id_type = pa.string()
-        if config.corpus.id_column:
-            with source.filesystem.open_input_file(source.path) as handle:
-                id_type = pq.read_schema(handle).field(config.corpus.id_column).type
-        return output_schema(settings["dimension"], id_type, config.vector.output_dtype,
-                             config.vector.long_text == "chunk", metadata)
-
-    def before_rows(folders: list[storage.Location]) -> None:
-        if ranges is not None:
-            calibration.write_stored(folders[0], config.vector.output_dtype, ranges)
-
-    return corpus_job.run_corpus_job(corpus_job.CorpusJob(
-        name="embed", config=config, corpus=config.corpus, pool=config.pool,
-        folders=(config.output,), actor_class=EmbedBatch,
-        actor_kwargs={"encoder_config": config.encoder, "vector_config": config.vector,
-                      "ranges": ranges, "metadata": metadata},
-        route=lambda folders: part_files.SingleFolder(folders[0]), empty_schema=empty_schema,
-        summarize=lambda folders, sources: summarize(folders[0], sources),
-        settings=settings, overwrite=config.overwrite, before_rows=before_rows,
-        rows_per_file=rows_per_file or None, sources=sources))
+    return corpus_job.run_corpus_job(EmbedJob(
+        config=config, folders=(config.output,), settings=settings, sources=sources,
+        rows_per_file=rows_per_file or None, ranges=ranges,
+        metadata=vectors_metadata(settings, ranges)))

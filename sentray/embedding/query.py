@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from sentray.embedding import calibration, vectors
-from sentray.embedding.actor import EmbedBatch
+from sentray.embedding.actor import EmbedBatch, EmbedSpec
 from sentray.embedding.config import VectorConfig
 from sentray.encode.config import EncoderConfig
 from sentray.kit import storage
@@ -40,7 +40,7 @@ class QueryEncoder:
             if precision == "fp16" and not device.startswith("cuda"):
                 precision = "fp32"  # fp16 is a GPU's; on a CPU the same model in fp32
             encoder = dataclasses.replace(encoder, precision=precision)
-        self.actor = EmbedBatch(encoder, vector, self.ranges)
+        self.actor = EmbedBatch(EmbedSpec(encoder, vector, self.ranges))
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(N, width) vectors in the output's dtype; a text with nothing to embed (empty) gets

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from sentray.encode.model_loading import DEFAULT_MODEL
+import tyro
+
+from sentray.encode.model_loading import DEFAULT_MODEL, ResolvedModel
 from sentray.encode.pooling_catalog import (
     DITTO_DEFAULT_HEADS,
     DITTO_POOLINGS,
     canonical_pooling,
     parse_head,
 )
+from sentray.kit.config_files import derived
 from sentray.kit.validation import check_choices
 
 Precision = Literal["fp32", "fp16", "bf16", "auto"]
@@ -45,9 +48,13 @@ class EncoderConfig:
     # where native, else fp32); sentray.encode.precision
     precision: Precision = "fp32"
     ditto_impl: DittoImpl = "auto"  # fast: one head recomputed on SDPA (BERT family); eager: maps
+    # `model` looked up once (`located()`), carried to every reader and loader of the model
+    resolved_model: Annotated[ResolvedModel | None, tyro.conf.Suppress] = derived()
 
     def __post_init__(self) -> None:
         check_choices(self)
+        if self.resolved_model is not None and self.resolved_model.name != self.model:
+            object.__setattr__(self, "resolved_model", None)  # replace(config, model=...)
         if self.pooling is not None:
             object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
             if self.head is not None and self.pooling not in DITTO_POOLINGS:
@@ -63,15 +70,25 @@ class EncoderConfig:
         if self.max_length is not None and self.max_length < 2:
             raise ValueError(f"max_length must be >= 2, got {self.max_length}")
 
+    def located(self) -> EncoderConfig:
+        """This config with its model looked up and checked (`located_model`: a broken model
+        folder fails here, named, not in an actor); a located config is returned as it is."""
+        from sentray.encode.model_checks import located_model
+
+        if self.resolved_model is not None:
+            return self
+        return dataclasses.replace(self, resolved_model=located_model(self.model))
+
     def resolved(self) -> EncoderConfig:
-        """This config with what depends on the model decided: the pooling (the one asked for,
-        else the model's own with its Ditto head, else mean) and a Ditto pooling's head (the one
-        given, else the model's known head; ValueError when there is none)."""
+        """This config `located()`, with what depends on the model decided: the pooling (the
+        one asked for, else the model's own with its Ditto head, else mean) and a Ditto
+        pooling's head (the one given, else the model's known head; ValueError when there is
+        none). A resolved config is returned as it is."""
         from sentray.encode.model_info import model_pooling
 
-        config = self
+        config = self.located()
         if config.pooling is None:
-            pooling, own_head = model_pooling(config.model)
+            pooling, own_head = model_pooling(config.resolved_model)
             config = dataclasses.replace(config, pooling=pooling, head=config.head or own_head)
         if config.pooling in DITTO_POOLINGS and config.head is None:
             head = DITTO_DEFAULT_HEADS.get(config.model)

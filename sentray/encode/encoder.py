@@ -68,7 +68,8 @@ class SentenceEncoder:
     """Turns sentences into embeddings with one of the poolings in `sentray.encode.pooling`.
 
     `model` and `tokenizer` may be passed in (tests build tiny ones; the trainer passes the
-    model it trains); otherwise they are loaded from `config.model`.
+    model it trains); otherwise they are loaded from the config's model, resolved once by
+    `config.resolved()` (a resolved config's is used as it is).
     """
 
     def __init__(self, config: EncoderConfig, *, model: torch.nn.Module | None = None,
@@ -77,9 +78,10 @@ class SentenceEncoder:
         self.device = resolve_device(config.device)
         self.precision = resolve_precision(config.precision, self.device)
         self.tokenizer = (tokenizer if tokenizer is not None
-                          else model_loading.load_tokenizer(config.model))
+                          else model_loading.load_tokenizer(config.resolved_model))
         if model is None:
-            self.pooled = PooledEncoder.load(config.model, config.pooling, head=config.head,
+            self.pooled = PooledEncoder.load(config.resolved_model, config.pooling,
+                                             head=config.head,
                                              ditto_impl=config.ditto_impl, device=self.device)
         else:
             self.pooled = PooledEncoder(model, config.pooling, head=config.head,
@@ -89,7 +91,8 @@ class SentenceEncoder:
             # bf16 weights, not autocast: autocast converts every weight on every call (2.09x
             # fp32 against 2.66x on an AMX CPU, in sentence-transformers); pooling stays fp32
             self.pooled.to(torch.bfloat16)
-        self.max_length = config.max_length or default_max_length(config.model, self.tokenizer)
+        self.max_length = config.max_length or default_max_length(config.resolved_model,
+                                                                  self.tokenizer)
         logger.info("encoder %s pooling=%s head=%s ditto=%s device=%s precision=%s "
                     "max_length=%d", config.model, config.pooling, config.head,
                     "fast" if self.fast_ditto else "eager", self.device, self.precision,

@@ -31,13 +31,13 @@ def save_model_directory(encoder: SentenceEncoder, target: str | Path, *,
                          extra: dict | None = None, sentence_transformers: bool = True) -> Path:
     """Write `encoder` into the folder `target`; `extra` adds to what sentray.json records.
     sentray.json's `normalize` is `extra`'s when given, else the source model's own
-    (`own_normalize(encoder.config.model)`). Without `sentence_transformers`: the Hugging Face
-    files and sentray.json only."""
+    (`own_normalize`). Without `sentence_transformers`: the Hugging Face files and sentray.json
+    only."""
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
     extra = dict(extra or {})
     # recorded either way: the choice is explicit, and sentray's loaders read it from here
-    extra.setdefault("normalize", own_normalize(encoder.config.model))
+    extra.setdefault("normalize", own_normalize(encoder.config.resolved_model))
     info = ModelInfo(encoder.config.pooling, encoder.config.head, encoder.max_length, extra)
     if not sentence_transformers:
         encoder.model.save_pretrained(target)

@@ -14,28 +14,35 @@ import zipfile
 from pathlib import Path
 
 from sentray.encode.model_info import SENTRAY_MODEL_INFO, ModelInfo
-from sentray.encode.model_loading import load_tokenizer, resolve_model
+from sentray.encode.model_loading import ResolvedModel, load_tokenizer, resolve_model
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 
 
-def check_model(name: str) -> None:
+def located_model(name: str) -> ResolvedModel:
+    """Model `name` looked up (`resolve_model`) and checked: what a job's config does once, in
+    its driver, before anything is loaded or any actor starts."""
+    model = resolve_model(name)
+    check_model(model)
+    return model
+
+
+def check_model(model: ResolvedModel) -> None:
     """ValueError / FileNotFoundError naming the file and the problem, or nothing. A folder
     checked before in this process, unchanged since (file names, sizes, times), is not read
     again."""
-    resolved = resolve_model(name)
-    if not resolved.is_local:
+    if not model.is_local:
         return
-    folder = Path(resolved.path)
+    folder = Path(model.path)
     stamp = tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
                          for p in folder.iterdir() if p.is_file()))
-    _check_folder(str(folder), stamp)
+    _check_folder(model, stamp)
 
 
 @functools.lru_cache(maxsize=64)
-def _check_folder(path: str, stamp: tuple) -> None:
-    folder = Path(path)
+def _check_folder(model: ResolvedModel, stamp: tuple) -> None:
+    folder = Path(model.path)
     config = _read_config(folder)
     weights = [folder / f for f in WEIGHT_FILES if (folder / f).is_file()]
     if not weights:
@@ -47,13 +54,13 @@ def _check_folder(path: str, stamp: tuple) -> None:
         elif path.suffix == ".bin" and not zipfile.is_zipfile(path):
             raise ValueError(f"{path} is not a whole PyTorch checkpoint (no zip directory at "
                              "its end: cut short?)")
-    tokens = tokenizer_size(folder)
+    tokens = tokenizer_size(model)
     vocabulary = config.get("vocab_size")
     if vocabulary and tokens > vocabulary:
         raise ValueError(f"model folder {folder}: its tokenizer has {tokens} tokens but "
                          f"config.json gives the model {vocabulary} embeddings: the tokenizer is "
                          "not this model's")
-    info = ModelInfo.read(str(folder))  # sentray.json's pooling and head: checked as read
+    info = ModelInfo.read(model)  # sentray.json's pooling and head: checked as read
     if info is not None and info.head is not None:
         layer, head = (int(x) for x in info.head.split("-"))
         layers, heads = config.get("num_hidden_layers"), config.get("num_attention_heads")
@@ -62,11 +69,12 @@ def _check_folder(path: str, stamp: tuple) -> None:
                              f"model, which has layers 0-{layers - 1} and heads 0-{heads - 1}")
 
 
-def tokenizer_size(folder: Path) -> int:
+def tokenizer_size(model: ResolvedModel) -> int:
     """Tokens of the folder's tokenizer, added ones included (ValueError if it does not load).
     A fast tokenizer's tokenizer.json is read by `tokenizers` alone: no transformers, no torch,
     so that a job's driver, which checks the model before Ray starts, imports neither (2 s of
     a 2-core machine's start-up, spent beside the actors' own imports)."""
+    folder = Path(model.path)
     try:
         if (folder / "tokenizer.json").is_file():
             from tokenizers import Tokenizer
@@ -76,7 +84,7 @@ def tokenizer_size(folder: Path) -> int:
                     json.loads((folder / name).read_text())
             return Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size(
                 with_added_tokens=True)
-        return len(load_tokenizer(str(folder)))
+        return len(load_tokenizer(model))
     except Exception as exc:  # OSError, ValueError, and tokenizers raises plain Exception
         raise ValueError(f"model folder {folder}: its tokenizer does not load ({exc})") from exc
 

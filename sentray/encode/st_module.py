@@ -17,6 +17,7 @@ loaders read the same folder through `sentray.json`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -74,13 +75,14 @@ class SentrayEncoder(InputModule):
                                      cache_folder=cache_folder, revision=revision,
                                      local_files_only=local_files_only)
         folder = Path(resolved or Path(model_name_or_path) / subfolder)
-        info = ModelInfo.read(str(folder))
+        config = EncoderConfig(model=str(folder), device="cpu").located()
+        info = ModelInfo.read(config.resolved_model)
         if info is None:
             raise FileNotFoundError(f"{folder} has no {SENTRAY_MODEL_INFO}: not a directory "
                                     "written by sentray")
-        return cls(SentenceEncoder(EncoderConfig(
-            model=str(folder), pooling=info.pooling, head=info.head, max_length=info.max_length,
-            device="cpu")), info.extra)
+        return cls(SentenceEncoder(dataclasses.replace(
+            config, pooling=info.pooling, head=info.head, max_length=info.max_length)),
+            info.extra)
 
 
 MODULE_TYPE = f"{SentrayEncoder.__module__}.{SentrayEncoder.__qualname__}"

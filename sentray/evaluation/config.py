@@ -35,11 +35,8 @@ class EvaluateConfig:
                              f"ditto_last, ...), not {self.encoder.pooling!r}")
 
     def resolved(self) -> EvaluateConfig:
-        """The encoder's pooling and head decided from the model, unless the head search will
-        decide the head."""
-        from sentray.encode.model_checks import check_model
-
-        check_model(self.encoder.model)  # a broken model folder fails here, named
-        if self.search_head:
-            return self
-        return dataclasses.replace(self, encoder=self.encoder.resolved())
+        """The model looked up and checked (a broken model folder fails here, named), and the
+        encoder's pooling and head decided from it, unless the head search will decide the
+        head."""
+        encoder = self.encoder.located() if self.search_head else self.encoder.resolved()
+        return dataclasses.replace(self, encoder=encoder)

@@ -10,6 +10,7 @@ configs (an embed job's corpus, encoder and actor pool) are flattened, as their 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import types
 import typing
@@ -21,6 +22,7 @@ import yaml
 from sentray.kit import storage
 
 CONFIG_FILE = "_config.yaml"
+DERIVED = "sentray.derived"  # dataclass field metadata: see `derived`
 _SWITCH_WORDS = {"true": True, "false": False, "auto": None, "none": None}
 
 
@@ -59,12 +61,38 @@ def flat_fields(config_type: type) -> dict[str, Any]:
     return fields
 
 
+def derived() -> Any:
+    """A config field that is neither a flag nor a setting: decided by the config's `resolved()`
+    from its flags (the model looked up once: `EncoderConfig.resolved_model`) and carried with
+    the config to whatever it configures; left out of `_config.yaml` and of `as_record`. Its
+    type is also annotated `tyro.conf.Suppress` (no flag)."""
+    return dataclasses.field(default=None, compare=False, repr=False, metadata={DERIVED: True})
+
+
+def as_record(config: Any) -> dict[str, Any]:
+    """The config as JSON values (what a summary and a log line record): `dataclasses.asdict`
+    without the derived fields, values JSON does not know written as text."""
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {item.name: plain(getattr(value, item.name))
+                    for item in dataclasses.fields(value) if not item.metadata.get(DERIVED)}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+
+    return json.loads(json.dumps(plain(config), default=str))
+
+
 def flat_values(config: Any) -> dict[str, Any]:
     """The config's flags and their values, nested configs flattened, in YAML-ready types."""
     values: dict[str, Any] = {}
     fields = flat_fields(type(config))
     for item in dataclasses.fields(config):
         value = getattr(config, item.name)
+        if item.metadata.get(DERIVED):
+            continue
         if dataclasses.is_dataclass(value) and not is_single_flag(value):
             values.update(flat_values(value))
         elif item.name in fields:

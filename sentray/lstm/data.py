@@ -67,7 +67,7 @@ class LSTMData:
     sentiment_words: int
 
 
-def input_embeddings(model: str) -> torch.Tensor:
+def input_embeddings(model: model_loading.ResolvedModel) -> torch.Tensor:
     """The encoder's input word-embedding matrix (V, E), as float32 on the CPU."""
     encoder = model_loading.load_encoder(model)
     return encoder.get_input_embeddings().weight.detach().float().cpu().clone()
@@ -78,7 +78,8 @@ def prepare_data(config: LSTMConfig) -> LSTMData:
     baseline reads no lexicon: its set is empty)."""
     splits = {split: senteval.load_sst2(config.data_dir, split) for split in senteval.SPLITS}
     limits = {"train": config.limit_train, "dev": config.limit_eval, "test": config.limit_eval}
-    tokenizer = model_loading.load_tokenizer(config.model)
+    model = model_loading.resolve_model(config.model)  # looked up once, here, on the driver
+    tokenizer = model_loading.load_tokenizer(model)
     encoded = {split: encode_sentences(tokenizer, data.head(limits[split]), config.max_length)
                for split, data in splits.items()}
     for split in senteval.SPLITS:
@@ -91,7 +92,7 @@ def prepare_data(config: LSTMConfig) -> LSTMData:
     if config.cell == "sifter":
         words = lexicon.sentiment_words(lexicon.load_vader_lexicon(), config.lexicon_threshold)
         ids = lexicon.sentiment_token_ids(words, tokenizer)
-    embeddings = input_embeddings(config.model)
+    embeddings = input_embeddings(model)
     if embeddings.shape[0] < len(tokenizer):
         raise ValueError(f"model {config.model!r} has {embeddings.shape[0]} word embeddings "
                          f"but its tokenizer {len(tokenizer)} tokens")

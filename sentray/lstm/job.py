@@ -6,7 +6,6 @@ best-by-dev state's metrics to OUT/metrics.json.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import time
@@ -38,7 +37,7 @@ def _train_on_ray(config: LSTMConfig, data: LSTMData) -> dict:
 def run_lstm(config: LSTMConfig) -> dict:
     """Train and test one classifier; returns the metrics, also written to OUT/metrics.json."""
     started = time.perf_counter()
-    logger.info("LSTM config: %s", json.dumps(dataclasses.asdict(config), default=str))
+    logger.info("LSTM config: %s", json.dumps(config_files.as_record(config)))
     if config.workers == 0 and config.use_gpu and not torch.cuda.is_available():
         raise ValueError("use_gpu is set but torch sees no CUDA GPU; drop --use-gpu")
     data = prepare_data(config)
@@ -55,7 +54,7 @@ def run_lstm(config: LSTMConfig) -> dict:
                "sentiment_token_ids": len(data.sentiment_ids),
                "train_rows": len(data.train), "dev_rows": len(data.dev),
                "test_rows": len(data.test), "seconds": round(time.perf_counter() - started, 1),
-               "config": json.loads(json.dumps(dataclasses.asdict(config), default=str))}
+               "config": config_files.as_record(config)}
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))

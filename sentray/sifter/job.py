@@ -7,11 +7,14 @@ folder, every input row in exactly one of the two.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sentray.corpus import corpus_job, part_files
+from sentray.corpus.actor_pool import ActorPlan
 from sentray.corpus.source_runs import parts_in, source_runs
 from sentray.corpus.sources import Source, discover_sources, read_format
 from sentray.kit import storage
@@ -104,17 +107,34 @@ def augment_settings(config: AugmentConfig, versions: dict,
             "format": read_format(corpus, sources)}
 
 
+@dataclass(frozen=True, kw_only=True)
+class AugmentJob(corpus_job.CorpusJob):
+    """The augmentation job on the corpus-job driver: `AugmentBatch` actors; kept rows to the
+    output, rejected ones to the rejects folder."""
+
+    name: ClassVar[str] = "augment"
+    rows_out_keys: ClassVar[tuple[str, ...]] = ("rows_out", "rows_rejected")
+    config: AugmentConfig
+
+    def actor(self) -> ActorPlan[AugmentConfig]:
+        return ActorPlan(AugmentBatch, self.config)
+
+    def route(self, folders: list[storage.Location]) -> part_files.Route:
+        return SplitOutputAndRejects(*folders)
+
+    def empty_schema(self, source: Source) -> pa.Schema:
+        return output_schema(pa.string())
+
+    def summarize(self, folders: list[storage.Location], sources: list[Source]) -> dict:
+        return summarize(*folders, sources)
+
+
 def run_augmentation(config: AugmentConfig) -> dict:
     """X/Y/Z for every kept row of the corpus into `config.output`, rejects with their reason
     into `config.rejects`; returns the summary (also written as OUTPUT/_summary.json)."""
     config = config.resolved()
     sources = discover_sources(config.corpus, exclude=[config.output, config.rejects])
     settings = augment_settings(config, check_backend(config), sources)
-    return corpus_job.run_corpus_job(corpus_job.CorpusJob(
-        name="augment", config=config, corpus=config.corpus, pool=config.pool,
-        folders=(config.output, config.rejects), actor_class=AugmentBatch,
-        actor_kwargs={"config": config}, route=lambda folders: SplitOutputAndRejects(*folders),
-        empty_schema=lambda source: output_schema(pa.string()),
-        summarize=lambda folders, sources: summarize(*folders, sources),
-        rows_out_keys=("rows_out", "rows_rejected"), settings=settings,
-        overwrite=config.overwrite, sources=sources))
+    return corpus_job.run_corpus_job(AugmentJob(
+        config=config, folders=(config.output, config.rejects), settings=settings,
+        sources=sources))

@@ -28,6 +28,7 @@ from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
 from sentray.encode.model_info import model_pooling
+from sentray.encode.model_loading import resolve_model
 from sentray.encode.pooled_model import PooledEncoder
 from sentray.kit import storage
 from sentray.kit.settings_record import write_settings
@@ -356,12 +357,12 @@ def test_ditto_pooling_trains_through_the_same_fast_path(tokenizer):
 
 
 def test_model_directories_name_their_pooling(tmp_path, tiny_model_dir):
-    assert model_pooling("all-MiniLM-L6-v2") == ("mean", None)  # ST 1_Pooling: mean
+    assert model_pooling(resolve_model("all-MiniLM-L6-v2")) == ("mean", None)  # ST 1_Pooling: mean
     folder = tmp_path / "m"
     folder.mkdir()
-    assert model_pooling(str(folder)) == ("mean", None)
+    assert model_pooling(resolve_model(str(folder))) == ("mean", None)
     (folder / "sentray.json").write_text(json.dumps({"pooling": "ditto", "head": "0-3"}))
-    assert model_pooling(str(folder)) == ("ditto", "0-3")
+    assert model_pooling(resolve_model(str(folder))) == ("ditto", "0-3")
 
 
 # -- Ray Train: 2 CPU workers, gloo -------------------------------------------------------------
@@ -452,7 +453,7 @@ def test_two_worker_run_learns_stays_in_sync_and_exports(clean_run, tokenizer):
     output = Path(config.output)
     best = output / "best"
     assert json.loads((best / "sentray.json").read_text())["pooling"] == "cls_before_pooler"
-    assert model_pooling(str(best)) == ("cls_before_pooler", None)
+    assert model_pooling(resolve_model(str(best))) == ("cls_before_pooler", None)
     ours = SentenceEncoder(EncoderConfig(model=str(best), pooling="cls_before_pooler"))
     texts = ["A man plays a guitar.", "The jury said nothing."]
     from sentence_transformers import SentenceTransformer

@@ -11,7 +11,7 @@ import pyarrow.dataset as pads
 import pytest
 
 from sentray.corpus import corpus_job
-from sentray.corpus.actor_pool import ActorPoolConfig
+from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
 from sentray.corpus.corpus_job import Pending, part_files
 from sentray.corpus.sources import (
     CorpusConfig,
@@ -90,6 +90,9 @@ def test_block_rows_stops_counting_once_there_are_enough(tmp_path):
 class TagWithProcess:
     """An actor that tags each row with the id of the process that handled it."""
 
+    def __init__(self, spec: None) -> None:
+        pass
+
     def __call__(self, batch: pa.Table) -> pa.Table:
         time.sleep(0.3)  # a batch takes a while, as a model's does, so no actor takes them all
         return batch.select(["id", "source", "row", "source_rows"]).append_column(
@@ -115,7 +118,8 @@ def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path, monkeypatch
     output = storage.locate(str(tmp_path / "out"))
     timings = corpus_job.run_actor_pool([Pending(s, None) for s in sources],
                                         CorpusConfig(input=str(tmp_path / "sample.txt")),
-                                      TagWithProcess, {}, part_files.SingleFolder(output),
+                                        ActorPlan(TagWithProcess, None),
+                                        part_files.SingleFolder(output),
                                       corpus_job.ActorPoolConfig(actors=2, rows_per_batch=1024))
     table = pads.dataset(tmp_path / "out", format="parquet").to_table()
     assert sorted(table.column("row").to_pylist()) == list(range(1000))
@@ -191,3 +195,26 @@ def test_actor_counts_are_n_or_min_max_in_flags_code_and_config_files():
     pending = [Pending(Source("s", "s", None, "s", "parquet", num_rows=600), None)]
     assert corpus_job.block_rows(pending, pool) == corpus_job.block_rows(
         pending, ActorPoolConfig(actors=3))
+
+
+def test_a_corpus_job_answers_every_question_or_cannot_be_made():
+    """The driver's interface: a job that leaves one of its four answers out fails when it is
+    made, naming it, not half-way through a run."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    @dataclass(frozen=True, kw_only=True)
+    class NoRoute(corpus_job.CorpusJob):
+        name: ClassVar[str] = "no-route"
+
+        def actor(self):
+            return ActorPlan(TagWithProcess, None)
+
+        def empty_schema(self, source):
+            return pa.schema([])
+
+        def summarize(self, folders, sources):
+            return {}
+
+    with pytest.raises(TypeError, match="route"):
+        NoRoute(config=None, folders=("out",), settings={}, sources=[])

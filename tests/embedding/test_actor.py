@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sentray.embedding.actor import EmbedBatch
+from sentray.embedding.actor import EmbedBatch, EmbedSpec
 from sentray.embedding.config import VectorConfig
 from sentray.embedding.windows import WindowPlan, bounded_text, window_starts, windows_of
 from sentray.encode.config import EncoderConfig
@@ -65,7 +65,7 @@ def test_a_gigantic_text_is_cut_at_a_space_before_the_bound():
 
 def test_a_chunked_text_is_the_weighted_mean_of_its_windows(encoder_config, tokenizer):
     vector = VectorConfig(long_text="chunk", chunk_overlap=2, max_windows=8, normalize=False)
-    table = EmbedBatch(encoder_config, vector)(records([LONG, SHORT]))
+    table = EmbedBatch(EmbedSpec(encoder_config, vector))(records([LONG, SHORT]))
     assert table.column("status").to_pylist() == ["chunked", "ok"]
     # the reference: every window encoded alone, by the plain encoder, and averaged by hand
     ids = tokenizer(LONG, add_special_tokens=False)["input_ids"]
@@ -88,17 +88,17 @@ def test_a_chunked_text_is_the_weighted_mean_of_its_windows(encoder_config, toke
 
 def test_a_text_that_fits_one_window_gets_exactly_the_plain_vector(encoder_config):
     texts = [SHORT, "Stocks fell.", "The dog barked at the door."]
-    plain = EmbedBatch(encoder_config, VectorConfig())(records(texts))
-    chunked = EmbedBatch(encoder_config, VectorConfig(long_text="chunk"))(records(texts))
+    plain = EmbedBatch(EmbedSpec(encoder_config, VectorConfig()))(records(texts))
+    chunked = EmbedBatch(EmbedSpec(encoder_config, VectorConfig(long_text="chunk")))(records(texts))
     # the same windows in the same batches through the same kernels: the same bits
     assert np.array_equal(embeddings(plain), embeddings(chunked))
     assert chunked.column("status").to_pylist() == ["ok"] * 3
-    truncated = EmbedBatch(encoder_config, VectorConfig())(records([LONG]))
+    truncated = EmbedBatch(EmbedSpec(encoder_config, VectorConfig()))(records([LONG]))
     assert truncated.column("status").to_pylist() == ["truncated"]
 
 
 def test_identical_texts_are_encoded_once_and_counted(encoder_config):
-    actor = EmbedBatch(encoder_config, VectorConfig(normalize=True))
+    actor = EmbedBatch(EmbedSpec(encoder_config, VectorConfig(normalize=True)))
     first = actor(records([SHORT, LONG, SHORT, "", None, SHORT]))
     vectors = embeddings(first)
     # twins are copied from the first one's vector, not encoded again: the same bits anywhere
@@ -112,14 +112,14 @@ def test_identical_texts_are_encoded_once_and_counted(encoder_config):
     # block and stored by a float32 cast; no kernel runs on it again
     assert np.array_equal(embeddings(second)[0], vectors[1])
     # without dedupe every row is encoded, to the same vectors up to batch rounding
-    plain = EmbedBatch(encoder_config, dataclasses.replace(actor.vector, dedupe=False))
+    plain = EmbedBatch(EmbedSpec(encoder_config, dataclasses.replace(actor.vector, dedupe=False)))
     again = plain(records([SHORT, LONG, SHORT, "", None, SHORT]))
     assert not any(again.column("_copied").to_pylist())
     np.testing.assert_allclose(embeddings(again), vectors, rtol=1e-5, atol=1e-6)
 
 
 def test_the_cache_forgets_the_oldest_texts_beyond_its_size(encoder_config):
-    actor = EmbedBatch(encoder_config, VectorConfig(dedupe_cache_rows=2))
+    actor = EmbedBatch(EmbedSpec(encoder_config, VectorConfig(dedupe_cache_rows=2)))
     actor(records(["one", "two", "three"]))
     assert len(actor.cache) == 2
     assert actor(records(["one", "three"])).column("_copied").to_pylist() == [False, True]

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from sentray.corpus import part_files
 from sentray.embedding import vectors
-from sentray.embedding.actor import EmbedBatch
+from sentray.embedding.actor import EmbedBatch, EmbedSpec
 from sentray.embedding.config import VectorConfig
 from sentray.embedding.job import output_schema, summarize
 from sentray.encode.config import EncoderConfig
@@ -63,8 +63,8 @@ class Encoders:
         if key not in self.actors:
             vector = VectorConfig(output_dtype=dtype, long_text=long_text, dedupe=dedupe,
                                   normalize=True, max_windows=MAX_WINDOWS)
-            self.actors[key] = EmbedBatch(self.encoder, vector,
-                                          RANGES if dtype in vectors.SCALAR else None)
+            self.actors[key] = EmbedBatch(EmbedSpec(self.encoder, vector,
+                                          RANGES if dtype in vectors.SCALAR else None))
         return self.actors[key]
 
     def solo(self, text: str, long_text: str) -> np.ndarray:

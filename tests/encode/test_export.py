@@ -15,6 +15,7 @@ from conftest import load_job
 
 from sentray.encode.export import save_model_directory
 from sentray.encode.model_info import ModelInfo, own_normalize
+from sentray.encode.model_loading import resolve_model
 
 SENTRAY_MODULE = "sentray.encode.st_module.SentrayEncoder"
 ST_MODULES = ["sentence_transformers.base.modules.transformer.Transformer",
@@ -48,14 +49,14 @@ def embed_job_vectors(model: str | Path, pooling: str | None = None,
     job's own `EmbedBatch`, in-process; and whether they were normalized."""
     import pyarrow as pa
 
-    from sentray.embedding.actor import EmbedBatch
+    from sentray.embedding.actor import EmbedBatch, EmbedSpec
     from sentray.embedding.config import EmbedConfig
     from sentray.encode.config import EncoderConfig
 
     config = EmbedConfig(encoder=EncoderConfig(model=str(model), pooling=pooling, head=head,
                                                device="cpu")).resolved()
     n = len(TEXTS)
-    table = EmbedBatch(config.encoder, config.vector)(pa.table({
+    table = EmbedBatch(EmbedSpec(config.encoder, config.vector))(pa.table({
         "id": [str(i) for i in range(n)], "text": TEXTS, "read_error": [None] * n,
         "source": ["s"] * n, "row": list(range(n)), "source_rows": [n] * n}))
     return np.stack(table.column("embedding").to_pylist()), config.vector.normalize
@@ -77,7 +78,7 @@ def normalizing_model_dir(tmp_path_factory, tiny_model_dir) -> Path:
     SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension()),
                                  Normalize()], device="cpu").save(str(folder),
                                                                   create_model_card=False)
-    assert own_normalize(str(folder))
+    assert own_normalize(resolve_model(str(folder)))
     return folder
 
 
@@ -120,7 +121,7 @@ def test_training_export_makes_a_ditto_model_loadable(tmp_path, tiny_model_dir):
                                              head="1-0", max_length=16, device="cpu"))
     target = save_model_directory(expected, tmp_path / "best-st",
                                   extra={"objective": "sifter", "step": 7})
-    assert ModelInfo.read(str(target)) == ModelInfo(
+    assert ModelInfo.read(resolve_model(str(target))) == ModelInfo(
         "ditto", "1-0", 16, {"objective": "sifter", "step": 7, "normalize": False})
     model = sentence_transformer(target)
     assert model.max_seq_length == 16
@@ -188,7 +189,7 @@ def test_an_export_of_a_normalizing_model_gives_the_embed_jobs_unit_vectors(
     assert normalized
     folder = exported(normalizing_model_dir, pooling, head, tmp_path / "st")
     assert json.loads((folder / "modules.json").read_text())[-1]["type"].endswith(".Normalize")
-    assert ModelInfo.read(str(folder)).extra["normalize"] is True
+    assert ModelInfo.read(resolve_model(str(folder))).extra["normalize"] is True
     got = sentence_transformer(folder).encode(TEXTS)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
     # sentence-transformers pads the whole list as one batch, the embed job by length (and
@@ -211,7 +212,7 @@ def test_an_export_of_a_model_that_does_not_normalize_stays_unnormalized(
     folder = exported(tiny_model_dir, "ditto", "1-2", tmp_path / "st")
     assert [m["type"] for m in json.loads((folder / "modules.json").read_text())] == [
         SENTRAY_MODULE]
-    assert ModelInfo.read(str(folder)).extra["normalize"] is False
+    assert ModelInfo.read(resolve_model(str(folder))).extra["normalize"] is False
     got = sentence_transformer(folder).encode(TEXTS)
     assert not np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-2)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)  # batches differ (above)

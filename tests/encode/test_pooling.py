@@ -129,7 +129,7 @@ def test_static_poolings_read_the_word_embedding_table_as_dittos_official_code(t
 
     from sentray.encode.config import EncoderConfig
     from sentray.encode.encoder import SentenceEncoder
-    from sentray.encode.model_loading import load_encoder
+    from sentray.encode.model_loading import load_encoder, resolve_model
 
     texts = ["A man is playing a guitar.", "Stocks fell.", "The cat sat on the mat today."]
     static = SentenceEncoder(EncoderConfig(pooling="static_avg", device="cpu"))
@@ -138,7 +138,7 @@ def test_static_poolings_read_the_word_embedding_table_as_dittos_official_code(t
     static.model.encoder.register_forward_hook(lambda *args: calls.append(1))
     got = static.encode(texts)
     assert calls == []  # no transformer layer ran
-    eager = load_encoder("all-MiniLM-L6-v2", attn_implementation="eager")
+    eager = load_encoder(resolve_model("all-MiniLM-L6-v2"), attn_implementation="eager")
     ditto = SentenceEncoder(EncoderConfig(pooling="ditto_static", head="1-3", device="cpu"))
     got_ditto = ditto.encode(texts)
     for row, text in enumerate(texts):

