@@ -18,7 +18,7 @@ from sentray.contrastive.objectives import (
     objective_views,
 )
 from sentray.encode.config import EncoderConfig, Precision
-from sentray.encode.model_loading import DEFAULT_MODEL, ResolvedModel
+from sentray.encode.model_loading import DEFAULT_MODEL, ResolvedModel, resolve_model
 from sentray.encode.pooling_catalog import DITTO_POOLINGS, canonical_pooling
 from sentray.kit.config_files import derived
 from sentray.kit.validation import check_choices
@@ -97,7 +97,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_choices(self)
         if self.resolved_model is not None and self.resolved_model.name != self.model:
-            object.__setattr__(self, "resolved_model", None)  # replace(config, model=...)
+            # replace(config, model=...) of a resolved config: the new model, looked up
+            object.__setattr__(self, "resolved_model", resolve_model(self.model))
         if self.pooling is not None:
             object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
             if self.head is not None and self.pooling not in DITTO_POOLINGS:

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 import tyro
 
-from sentray.encode.model_loading import DEFAULT_MODEL, ResolvedModel
+from sentray.encode.model_loading import DEFAULT_MODEL, ResolvedModel, resolve_model
 from sentray.encode.pooling_catalog import (
     DITTO_DEFAULT_HEADS,
     DITTO_POOLINGS,
@@ -54,7 +54,8 @@ class EncoderConfig:
     def __post_init__(self) -> None:
         check_choices(self)
         if self.resolved_model is not None and self.resolved_model.name != self.model:
-            object.__setattr__(self, "resolved_model", None)  # replace(config, model=...)
+            # replace(config, model=...) of a resolved config: the new model, looked up
+            object.__setattr__(self, "resolved_model", resolve_model(self.model))
         if self.pooling is not None:
             object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
             if self.head is not None and self.pooling not in DITTO_POOLINGS:

@@ -193,7 +193,7 @@ def test_backbone_coverage_samples_a_large_input_the_same_way_each_run(tmp_path,
     """Past COVERAGE_ROWS rows the driver tokenizes a seeded sample, not the whole input: the
     figure says so (rows < input_rows) and is the same on every run."""
     folder = str(write_views(tmp_path / "views", 100))
-    config = TrainConfig(input=folder, model=str(tiny_model_dir), max_length=32)
+    config = TrainConfig(input=folder, model=str(tiny_model_dir), max_length=32).resolved()
     whole = input_data.input_backbone_coverage(config)
     assert (whole["rows"], whole["input_rows"]) == (100, 100)
     monkeypatch.setattr(input_data, "COVERAGE_ROWS", 40)
@@ -322,7 +322,8 @@ def test_the_mlp_starts_as_simcses_unless_told_pytorchs_default(tokenizer, tiny_
     assert float(default.weight.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.15)
     assert torch.count_nonzero(default.bias) == 32
     # the job builds its model with the configured init
-    config = TrainConfig(model=str(tiny_model_dir), pooling="cls_before_pooler", mlp=True)
+    config = TrainConfig(model=str(tiny_model_dir), pooling="cls_before_pooler",
+                         mlp=True).resolved()
     assert config.mlp_init == "simcse"
     job_simcse = build_model(config).mlp[0]
     job_torch = build_model(dataclasses.replace(config, mlp_init="torch")).mlp[0]

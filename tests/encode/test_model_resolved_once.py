@@ -70,12 +70,19 @@ def test_a_packaged_model_is_found_in_each_process_not_at_the_drivers_path():
     assert (model_loading.Path(resolved.path) / "config.json").is_file()
 
 
-def test_a_config_whose_model_changes_forgets_the_old_lookup():
+def test_a_config_whose_model_is_replaced_carries_the_new_one(tmp_path):
     import dataclasses
 
+    from sentray.contrastive.config import TrainConfig
     from sentray.encode.config import EncoderConfig
 
     located = EncoderConfig().located()
     assert located.resolved_model.name == "all-MiniLM-L6-v2"
-    assert dataclasses.replace(located, model="other/model").resolved_model is None
+    other = dataclasses.replace(located, model=str(tmp_path))
+    assert other.resolved_model == model_loading.ResolvedModel(str(tmp_path), "folder",
+                                                               str(tmp_path.resolve()))
     assert dataclasses.replace(located, batch_size=8).resolved_model == located.resolved_model
+    assert EncoderConfig().resolved_model is None  # looked up by `located()`, not on creation
+    trained = dataclasses.replace(TrainConfig().resolved(), model="org/hub-model")
+    assert trained.resolved_model == model_loading.ResolvedModel("org/hub-model", "hub",
+                                                                 "org/hub-model")
