@@ -125,13 +125,16 @@ def autoscaler_adds_nodes(wait: float = STATUS_WAIT_S) -> bool | None:
     while True:
         with private_hook("telling an autoscaling cluster from a fixed one"):
             import ray._private.state
-            from ray.experimental.internal_kv import _internal_kv_get
+            import ray._private.worker
 
             config = ray._private.state.state.get_cluster_config()
             if config is not None and config.node_group_configs:
                 return any(group.max_count == -1 or group.max_count > group.min_count
                            for group in config.node_group_configs if group.max_count != 0)
-            status = _internal_kv_get("__autoscaling_status")
+            # the connected cluster's own key-value store: `internal_kv`'s module-level client
+            # follows the last head node started in this process (a test's second cluster)
+            status = ray._private.worker.global_worker.gcs_client.internal_kv_get(
+                b"__autoscaling_status", None)
             if status:
                 mapping = json.loads(status)["autoscaler_report"]["node_type_mapping"] or {}
                 return readonly_types(mapping.items()) is False

@@ -83,16 +83,22 @@ def test_the_read_only_provider_is_told_from_an_autoscaler():
 
 
 def test_the_autoscalers_status_decides(monkeypatch):
+    """Read from the connected cluster's own store (the driver's GCS client), not through
+    `internal_kv`'s module-level client, which follows the last head node started in the
+    process: the head-loss drill starts a second cluster and every job after it was refused."""
+    import types
+
     import ray._private.state
-    import ray.experimental.internal_kv as kv
+    import ray._private.worker
 
     status = {}
     monkeypatch.setattr(ray._private.state.state, "get_cluster_config", lambda: None)
-    monkeypatch.setattr(kv, "_internal_kv_get", lambda key: status.get(key))
+    client = types.SimpleNamespace(internal_kv_get=lambda key, namespace: status.get(key))
+    monkeypatch.setattr(ray._private.worker.global_worker, "gcs_client", client, raising=False)
     for mapping, expected in [({"f0": "ray.head.default", "f1": "cpu_worker"}, True),
                               ({"f0": "node_f0"}, False)]:
         report = {"autoscaler_report": {"node_type_mapping": mapping}}
-        status["__autoscaling_status"] = json.dumps(report).encode()
+        status[b"__autoscaling_status"] = json.dumps(report).encode()
         assert cluster_paths.autoscaler_adds_nodes(wait=0) is expected
     status.clear()
     assert cluster_paths.autoscaler_adds_nodes(wait=0) is None
