@@ -44,7 +44,8 @@ class ResolvedModel:
     sentray takes. A job resolves its model once, in its config's `resolved()`, and the resolved
     object travels with the config to the driver's checks, the settings record and the actors.
 
-    `kind`: "folder" (a local directory, `location` its absolute path), "packaged" (a model
+    `kind`: "folder" (a local directory, `location` its absolute path on the driver), "packaged"
+    (a model
     shipped in a Python package, `location` "package:subdirectory": its path is found in each
     process's own environment, since the head's site-packages need not be a worker node's) or
     "hub" (`location` the Hugging Face id, downloaded and cached by each process)."""
@@ -59,9 +60,16 @@ class ResolvedModel:
 
     @property
     def path(self) -> str:
-        """A local directory, or the Hub id."""
+        """A local directory, or the Hub id. A folder given by a relative path that is not at
+        the driver's absolute path in this process (a worker node's copy of the job's
+        `--working-dir` upload, unpacked elsewhere) is the relative path from this process's
+        working directory, as it was before the lookup moved to the driver."""
         if self.kind == "packaged":
             return str(_packaged_dir(*self.location.split(":", 1)))
+        if self.kind == "folder" and not os.path.isdir(self.location):
+            relative = Path(self.name).expanduser()
+            if not relative.is_absolute() and relative.is_dir():
+                return str(relative.resolve())
         return self.location
 
 

@@ -446,7 +446,8 @@ def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, t
     # nothing left to do: no read, no actors
     import ray.data
 
-    from sentray.embedding.actor import EmbedBatch, SentenceEncoder
+    from sentray.embedding.actor import EmbedBatch
+    from sentray.encode.encoder import SentenceEncoder
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("a rerun with nothing to do started Ray Data work")

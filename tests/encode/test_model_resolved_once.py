@@ -70,6 +70,20 @@ def test_a_packaged_model_is_found_in_each_process_not_at_the_drivers_path():
     assert (model_loading.Path(resolved.path) / "config.json").is_file()
 
 
+def test_a_relative_folder_is_found_from_the_working_directory_where_the_drivers_is_not(
+        tmp_path, monkeypatch):
+    """A worker node's copy of a `--working-dir` upload may lie elsewhere than the driver's:
+    there the folder is the relative path the user gave, from that process's directory."""
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    resolved = model_loading.resolve_model("models/mine")
+    assert resolved.path == str(tmp_path / "models" / "mine")
+    elsewhere = model_loading.ResolvedModel("models/mine", "folder", "/driver/only/models/mine")
+    assert elsewhere.path == str(tmp_path / "models" / "mine")
+    absolute = model_loading.ResolvedModel("/driver/only/m", "folder", "/driver/only/m")
+    assert absolute.path == "/driver/only/m"  # absent, and said so by whatever reads it
+
+
 def test_a_config_whose_model_is_replaced_carries_the_new_one(tmp_path):
     import dataclasses
 
