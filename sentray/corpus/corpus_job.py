@@ -3,10 +3,11 @@
     read (sentray.corpus.reading) -> streaming repartition -> map_batches(callable class,
       actor pool) -> Datasink writing row-accounted parts (sentray.corpus.part_files)
 
-`run_corpus_job` is the one driver of the corpus jobs (embed, augment): discover and check the
-input files, write OUTPUT/_config.yaml, skip the files already done, write the empty ones, run
-the actor pool over the rest, account for every row and write OUTPUT/_summary.json. A job says
-only what differs: its actor, its output folders and their routing, its summary.
+`run_corpus_job` is the one driver of the corpus jobs (embed, augment): take the input files
+the job found and checked, skip the files already done, write the empty ones, run the actor pool
+(or, for a small input, this process: `in_process`) over the rest, account for every row and
+write OUTPUT/_summary.json and OUTPUT/_config.yaml. A job (`CorpusJob`) says only what differs:
+its actor, its output folders and their routing, its summary.
 """
 
 from __future__ import annotations
