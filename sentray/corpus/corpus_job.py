@@ -219,6 +219,10 @@ class CorpusJob(abc.ABC):
         """Called once the run holds its claim, before any row is written (the embedding job
         records its quantization code book here); by default nothing."""
 
+    def model_folders(self) -> tuple[str, ...]:
+        """Local model folders every actor loads (checked like the input: `cluster_paths`)."""
+        return ()
+
 
 def run_corpus_job(job: CorpusJob) -> dict:
     """`_run_corpus_job`, with a storage failure (S3 past its retries, a full disk) anywhere in
@@ -259,7 +263,7 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     that did the work (and their config) stay as they were."""
     corpus = job.config.corpus
     cluster_paths.refuse_unshared_paths(job.config.pool.address, corpus.input, job.folders,
-                                        corpus.shared_paths)  # on many nodes: URIs only
+                                        corpus.shared_paths, job.model_folders())
     started = time.perf_counter()
     started_at = time.time()
     sources = list(job.sources)  # found and checked by the job (never in its own folders)

@@ -48,8 +48,9 @@ class CorpusConfig:
     id_column: str | None = None  # Parquet column holding ids (default: ids are <file>:<row>)
     format: Format = "auto"  # input format (auto: by suffix: .parquet/.pq, .txt/.text)
     s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)
-    # local --input/--output paths are on storage every node mounts at the same path (NFS, EFS);
-    # without it a Ray cluster of several machines, or one that autoscales, refuses them
+    # local --input/--output paths (and embed's --model folder) are on storage every node mounts
+    # at the same path (NFS, EFS); without it a Ray cluster of several machines, or one that
+    # autoscales, refuses them
     shared_paths: bool = False
     # Parquet row groups are grouped up to about this many rows per read task
     rows_per_read_task: Annotated[int, tyro.conf.Suppress] = 200_000

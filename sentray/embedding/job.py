@@ -192,6 +192,10 @@ class EmbedJob(corpus_job.CorpusJob):
         if self.ranges is not None:
             calibration.write_stored(folders[0], self.config.vector.output_dtype, self.ranges)
 
+    def model_folders(self) -> tuple[str, ...]:
+        model = self.config.encoder.resolved_model
+        return (model.location,) if model.kind == "folder" else ()
+
 
 def run_embedding(config: EmbedConfig) -> dict:
     """Embed every row of the corpus into `config.output`; returns the summary."""

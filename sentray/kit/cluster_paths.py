@@ -76,9 +76,9 @@ class ClusterShape:
 
 
 def check_paths(paths: dict[str, Sequence[str]], shape: ClusterShape, shared: bool) -> None:
-    """Refuse the local paths in `paths` ("input" or "output" -> paths) unless `shape` is one
-    machine or the user declared them `shared`; raises ValueError naming the paths, the
-    cluster, what would go wrong and the two fixes."""
+    """Refuse the local paths in `paths` ("input", "output" or "model" -> paths) unless `shape`
+    is one machine or the user declared them `shared`; raises ValueError naming the paths, the
+    cluster, what would go wrong and the fixes."""
     if shared or shape.one_machine:
         return
     local = {role: [p for p in given if is_local(p)] for role, given in paths.items()}
@@ -89,7 +89,11 @@ def check_paths(paths: dict[str, Sequence[str]], shape: ClusterShape, shared: bo
     harm = []
     if "input" in local:
         harm.append("each node would read the input from its own disk, where it may not be")
-    if set(local) - {"input"}:
+    if "model" in local:
+        harm.append("each actor would load the model folder from its own node's disk, where "
+                    "it may not be (a Hugging Face id, the packaged model or a folder inside "
+                    "the job's --working-dir upload is loaded on every node alike)")
+    if set(local) - {"input", "model"}:
         harm.append("each node would write its parts to its own disk, where the driver "
                     "would not find them (rows missing)")
     raise ValueError(
@@ -98,6 +102,21 @@ def check_paths(paths: dict[str, Sequence[str]], shape: ClusterShape, shared: bo
         "the nodes' IAM role), or, if these paths are on storage every node mounts at the same "
         f"place (NFS, EFS), say so with {SHARED_FLAG}. See docs/cluster.md, \"Where data "
         "lives\".")
+
+
+# Where Ray unpacks a job's --working-dir upload on each node (and where `ray job submit` starts
+# the driver): <temp dir>/session_<name>/runtime_resources/working_dir_files/<package>/
+WORKING_DIR_FILES = "/runtime_resources/working_dir_files/"
+
+
+def in_working_dir_upload(path: str) -> bool:
+    """True for a path inside the job's --working-dir upload as this driver sees it: every node
+    unpacks the same files, and a relative model folder is found from each actor's own copy
+    (`ResolvedModel.path`)."""
+    import os
+
+    cwd = os.getcwd()
+    return WORKING_DIR_FILES in cwd and os.path.abspath(path).startswith(cwd + os.sep)
 
 
 def split_inputs(spec: str | None) -> list[str]:
@@ -149,18 +168,20 @@ def readonly_types(node_types: Iterable[tuple[str, str]]) -> bool:
 
 
 def refuse_unshared_paths(address: str | None, inputs: str | None, outputs: Sequence[str],
-                          shared: bool) -> None:
+                          shared: bool, models: Sequence[str] = ()) -> None:
     """The corpus jobs' check, before any work: on a cluster joined at `address` (or
     $RAY_ADDRESS, as `ray job submit` sets it, or one this process is connected to) that may
-    span machines, refuse local `inputs` (a comma-separated --input) and `outputs` (folders)
-    unless `shared`. Not checked: a job whose paths are all URIs, and one that runs on a local
-    cluster it starts itself (or runs its rows in its own process: `sentray.corpus.in_process`),
-    whose one node is this machine."""
+    span machines, refuse local `inputs` (a comma-separated --input), `outputs` (folders) and
+    `models` (model folders every actor loads; one inside the job's own --working-dir upload
+    is on every node) unless `shared`. Not checked: a job whose paths are all URIs, and one that
+    runs on a local cluster it starts itself (or runs its rows in its own process:
+    `sentray.corpus.in_process`), whose one node is this machine."""
     import os
 
     import ray
 
-    paths = {"input": split_inputs(inputs), "output": list(outputs)}
+    paths = {"input": split_inputs(inputs), "output": list(outputs),
+             "model": [m for m in models if not in_working_dir_upload(m)]}
     if shared or not any(is_local(p) for given in paths.values() for p in given):
         return
     address = address or os.environ.get("RAY_ADDRESS")

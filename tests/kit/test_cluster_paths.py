@@ -6,6 +6,7 @@ autoscaling cluster."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import ray
@@ -158,3 +159,43 @@ def test_a_fixed_cluster_on_this_machine_is_one_machine(ray_cluster):
     found = cluster_paths.current_shape()
     assert len(found.hosts) >= 3 and found.autoscaling is False
     assert found.one_machine
+
+
+def test_a_local_model_folder_on_many_machines_is_refused_unless_in_the_upload(monkeypatch):
+    """The embedding job's actors load a --model folder on their own nodes: on a cluster of
+    many machines it is checked like the input, even when input and output are URIs; a folder
+    inside the job's --working-dir upload is on every node."""
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(cluster_paths, "started_here", lambda: False)
+    monkeypatch.setattr(cluster_paths, "current_shape",
+                        lambda: shape(hosts=(HOST, "ip-10-0-0-7")))
+    with pytest.raises(ValueError) as error:
+        cluster_paths.refuse_unshared_paths(None, "s3://b/in.txt", ["s3://b/out"], False,
+                                            models=["/models/mine"])
+    message = str(error.value)
+    assert "local paths (model /models/mine)" in message
+    assert "load the model folder from its own node's disk" in message
+    assert "rows missing" not in message  # nothing is written to a local folder
+    cluster_paths.refuse_unshared_paths(None, "s3://b/in.txt", ["s3://b/out"], True,
+                                        models=["/models/mine"])  # --shared-paths
+    upload = "/tmp/ray/session_1/runtime_resources/working_dir_files/_ray_pkg_ab12"
+    monkeypatch.setattr(os, "getcwd", lambda: upload)
+    assert cluster_paths.in_working_dir_upload(f"{upload}/models/mine")
+    assert not cluster_paths.in_working_dir_upload("/models/mine")
+    cluster_paths.refuse_unshared_paths(None, "s3://b/in.txt", ["s3://b/out"], False,
+                                        models=[f"{upload}/models/mine"])
+
+
+def test_the_embedding_job_names_its_model_folder_and_no_other_kind(tiny_model_dir, tmp_path):
+    from sentray.embedding.config import EmbedConfig
+    from sentray.embedding.job import EmbedJob
+    from sentray.encode.config import EncoderConfig
+
+    def folders(model: str) -> tuple[str, ...]:
+        config = EmbedConfig(output=str(tmp_path), encoder=EncoderConfig(
+            model=model, pooling="mean")).resolved()
+        return EmbedJob(config=config, folders=(str(tmp_path),), settings={}, sources=[],
+                        ranges=None, metadata={}).model_folders()
+
+    assert folders(str(tiny_model_dir)) == (str(tiny_model_dir.resolve()),)
+    assert folders("all-MiniLM-L6-v2") == ()  # packaged: found in each node's own Python
