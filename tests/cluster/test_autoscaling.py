@@ -100,7 +100,9 @@ def test_a_local_path_is_refused_before_any_work(cluster, corpus, tmp_path, tiny
                               *embed_args(corpus, output, tiny_model_dir, "--actors", "1"))
     log = " ".join((done.stdout + done.stderr).split())
     assert done.returncode != 0, log[-3000:]
-    assert f"local paths (input {corpus}; output {output})" in log, log[-3000:]
+    # the model folder too: every actor loads it on its own node
+    assert (f"local paths (input {corpus}; output {output}; model {tiny_model_dir.resolve()})"
+            in log), log[-3000:]
     assert "with an autoscaler that may add nodes on other machines" in log
     assert "s3://" in log and "--shared-paths" in log
     assert not output.exists()  # refused before any work: nothing written
