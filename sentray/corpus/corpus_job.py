@@ -267,7 +267,7 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     started = time.perf_counter()
     started_at = time.time()
     sources = list(job.sources)  # found and checked by the job (never in its own folders)
-    folders = [storage.locate(folder, job.config.corpus.s3_endpoint) for folder in job.folders]
+    folders = [storage.locate(folder, corpus.s3_endpoint) for folder in job.folders]
     if not job.config.overwrite:
         output_claims.check_settings(folders, job.settings)  # refuse before touching anything
     with output_claims.RunClaim(folders[0], job.settings) as claim:
@@ -301,7 +301,7 @@ def _run_corpus_job(job: CorpusJob) -> dict:
             config_files.as_record(job.config), job.config.overwrite)
         run_record.write_summary(folders[0], summary)
         config_files.write_config(job.config, job.folders[0], job=job.name,
-                                  s3_endpoint=job.config.corpus.s3_endpoint)
+                                  s3_endpoint=corpus.s3_endpoint)
     return summary
 
 
