@@ -14,6 +14,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Ray Train's controller polls its workers every 2 s; every training test waits up to that long
 # at its end and at a killed worker. 0.5 s: a few cheap RPCs a second.
 os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
+# The int8 models and auto's decisions of this test session, not the user's (~/.cache/sentray)
+os.environ["SENTRAY_CACHE_DIR"] = __import__("tempfile").mkdtemp(prefix="sentray-test-cache-")
 _bootstrap = Path.home() / "ray_bootstrap_config.yaml"
 if not _bootstrap.exists():  # its absence makes Ray's dashboard probe cloud metadata endpoints
     _bootstrap.write_text("{}\n")

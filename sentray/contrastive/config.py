@@ -129,9 +129,9 @@ class TrainConfig:
                 or self.weight_decay < 0:
             raise ValueError("temperature and lr must be > 0 and weight_decay >= 0, got "
                              f"{self.temperature}, {self.lr}, {self.weight_decay}")
-        if self.precision == "auto":
-            raise ValueError("precision 'auto' is for encoding; for training choose fp16, bf16 "
-                             "or fp32")
+        if self.precision in ("auto", "int8"):
+            raise ValueError(f"precision {self.precision!r} is for encoding; for training "
+                             "choose fp16, bf16 or fp32")
         if self.precision == "fp16" and not self.use_gpu:
             raise ValueError("precision 'fp16' is for GPU training (--use-gpu); on a CPU use "
                              "bf16 (autocast; native with AMX or AVX512-BF16) or fp32")

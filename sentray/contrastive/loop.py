@@ -165,12 +165,34 @@ class WorkerRun:
         self.amp_dtype = torch.float16 if config.precision == "fp16" else torch.bfloat16
         self.scaler = (torch.amp.GradScaler("cuda") if self.amp and config.precision == "fp16"
                        else None)
+        self.bf16_speedup = None
+        if self.amp and self.device.type == "cpu" and self.rank == 0:
+            self.bf16_speedup = self._measure_bf16()
         if restored:
             self.optimizer.load_state_dict(restored["optimizer"])
             self.scheduler.load_state_dict(restored["scheduler"])
             if self.scaler is not None and restored.get("scaler"):
                 self.scaler.load_state_dict(restored["scaler"])
         return restored
+
+    def _measure_bf16(self) -> float:
+        """bf16 autocast against fp32 on this CPU: one forward-backward pass of the model on a
+        batch of 16 x 32 random tokens (`sentray.training.autocast_check`)."""
+        from sentray.encode.precision import cpu_info
+        from sentray.training.autocast_check import check_cpu_bf16
+
+        generator = torch.Generator().manual_seed(0)
+        vocab = int(self.bare.encoder.config.vocab_size)
+        ids = torch.randint(0, vocab, (16, 32), generator=generator)
+        mask = torch.ones_like(ids)
+
+        def step() -> None:
+            self.bare(ids, mask).float().sum().backward()
+            self.bare.zero_grad(set_to_none=True)
+
+        speedup = check_cpu_bf16(step, cpu_info()["name"])
+        self.matmul_dtype = None  # what the training steps themselves run in, read afresh
+        return speedup
 
     def _epoch_batches(self, epoch: int, skip: int):
         """The global batches of `epoch` in its seeded order, after the first `skip`."""

@@ -1,8 +1,5 @@
-"""The shape every corpus job shares: numbered rows -> an actor pool on Ray Data -> parts.
-
-    read (sentray.corpus.reading) -> streaming repartition -> map_batches(callable class,
-      actor pool) -> Datasink writing row-accounted parts (sentray.corpus.part_files)
-
+"""The shape every corpus job shares: numbered rows (sentray.corpus.reading) -> streaming
+repartition -> map_batches(callable class, actor pool) -> row-accounted parts (part_files).
 `run_corpus_job` is the one driver of the corpus jobs (embed, augment): take the input files
 the job found and checked, skip the files already done, write the empty ones, run the actor pool
 (or, for a small input, this process: `in_process`) over the rest, account for every row and
@@ -49,9 +46,8 @@ class Pending:
     @property
     def rows(self) -> int:
         """Rows to do (text files without parts: estimated from their first MiB)."""
-        if self.runs is None:
-            return estimate_rows(self.source)
-        return sum(end - first for first, end in self.runs)
+        return (estimate_rows(self.source) if self.runs is None
+                else sum(end - first for first, end in self.runs))
 
 
 def pending_sources(sources: Sequence[Source],
@@ -223,6 +219,9 @@ class CorpusJob(abc.ABC):
         """Local model folders every actor loads (checked like the input: `cluster_paths`)."""
         return ()
 
+    def run_figures(self, summary: dict, run: dict) -> dict:  # embed: tokens/s, cost
+        return {}
+
 
 def run_corpus_job(job: CorpusJob) -> dict:
     """`_run_corpus_job`, with a storage failure (S3 past its retries, a full disk) anywhere in
@@ -287,6 +286,7 @@ def _run_corpus_job(job: CorpusJob) -> dict:
                             source_runs(folders, p.source).total or 0 for p in todo)
         run = run_record.this_run(started_at, [s.uri for s in empty + [p.source for p in todo]],
                                   rows_this_run if todo else 0, seconds, timings)
+        run.update(job.run_figures(summary, run))
         rows_out = sum(summary[key] for key in job.rows_out_keys)
         if summary["incomplete_sources"] or summary["rows_in"] != rows_out:
             raise RuntimeError(f"row accounting failed: {json.dumps(summary, default=str)}")

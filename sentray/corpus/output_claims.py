@@ -43,7 +43,8 @@ RUNS_FOLDER = "_runs"
 HEARTBEAT_S = 10.0
 STALE_S = 60.0
 # What a job writes at the top of its output besides the source folders.
-JOB_FILES = ("_summary.json", "_config.yaml", SETTINGS_FILE, "_quantization.json")
+JOB_FILES = ("_summary.json", "_config.yaml", SETTINGS_FILE, "_quantization.json",
+             "_int8_model.onnx", "_int8_model.json")
 
 
 def holds_rows(folder: storage.Location) -> bool:

@@ -51,6 +51,7 @@ class Encoded:
     vector: np.ndarray  # (d,) float32
     status: str
     windows: int
+    tokens: int = 0  # tokens encoded for it (its windows', special tokens included)
 
 
 class EmbedBatch:
@@ -119,6 +120,10 @@ class EmbedBatch:
         for name in ("source", "row", "source_rows"):
             columns[name] = batch.column(name)
         columns["_copied"] = pa.array(copied, pa.bool_())
+        # tokens this block encoded (a copied row encoded none): summed into each part's
+        # metadata, the summary's tokens_encoded
+        columns["_tokens"] = pa.array([0 if copied[i] or i not in results else results[i].tokens
+                                       for i in range(rows)], pa.int64())
         return pa.table(columns).replace_schema_metadata(self.metadata)
 
     def _gather(self, keys: dict[int, bytes], encoded: dict[bytes, Encoded],
@@ -171,7 +176,8 @@ class EmbedBatch:
             vector = (pooled[start:start + count] * weights).sum(0) / weights.sum()  # (D,)
             start += count
             results[key] = Encoded(self.vector.finish(vector[None])[0],
-                                   text_status(len(ids), count, windows.whole), count)
+                                   text_status(len(ids), count, windows.whole), count,
+                                   sum(len(w) for w in windows.ids))
         return results
 
 

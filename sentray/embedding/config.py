@@ -85,12 +85,20 @@ class EmbedConfig:
     # delete this job's files in OUTPUT (and only those) first, and start afresh; without it a
     # rerun whose settings would change the stored vectors stops and says which
     overwrite: bool = False
+    # what the machines cost an hour (any currency): the summary then gives this run's cost
+    # per million rows and per million tokens
+    price_per_hour: float | None = None
 
     def __post_init__(self) -> None:
+        if self.price_per_hour is not None and self.price_per_hour < 0:
+            raise ValueError(f"price_per_hour must be >= 0, got {self.price_per_hour}")
         if not self.output:
             raise ValueError("no output given")
         if self.pool.num_gpus > 0 and self.encoder.device == "cpu":
             raise ValueError("num_gpus > 0 but the encoder device is cpu")
+        if self.pool.num_gpus > 0 and self.encoder.precision == "int8":
+            raise ValueError("precision int8 runs on a CPU (ONNX Runtime); a GPU pool runs fp16 "
+                             "(every CUDA GPU) or bf16 (Ampere or later)")
         if self.rows_per_file is not None and self.rows_per_file < 0:
             raise ValueError(f"rows_per_file must be >= 0 (0: a file per block), got "
                              f"{self.rows_per_file}")

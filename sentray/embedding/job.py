@@ -7,6 +7,7 @@ Output layout (OUTPUT is a folder, local or s3://):
     OUTPUT/_summary.json       rows in/out, per status, rows not encoded (duplicates), settings
     OUTPUT/_settings.json      what the vectors depend on; a rerun with other values stops
     OUTPUT/_quantization.json  int8/uint8: the code book every row (and query) is coded with
+    OUTPUT/_int8_model.onnx    --precision int8: the model every row (and query) is encoded by
     OUTPUT/_config.yaml        the configuration, written by a run whose rows all came out
 
 Each part holds a run of consecutive rows of one input file, so a file is done exactly when its
@@ -19,7 +20,6 @@ model, pooling, dimension, normalization and dtype (`sentray.vectors`).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 from sentray.corpus import corpus_job, output_claims, part_files
 from sentray.corpus.actor_pool import ActorPlan
 from sentray.corpus.source_runs import source_runs
-from sentray.corpus.sources import Source, discover_sources, read_format
-from sentray.embedding import calibration, vectors
+from sentray.corpus.sources import Source, discover_sources, estimate_rows, read_format
+from sentray.embedding import calibration, precision, vectors
 from sentray.embedding.actor import STATUSES, EmbedBatch, EmbedSpec
 from sentray.embedding.config import EmbedConfig
 from sentray.kit import storage
@@ -71,6 +71,9 @@ def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None,
         "pooling": encoder.pooling, "head": encoder.head,
         "max_length": encoder.max_length or default_max_length(model),
         "precision": encoder.precision,
+        # int8: the quantized model's digest (another calibration or tool version is another
+        # model, and a rerun with it is refused like any other setting)
+        "int8_model": encoder.int8_model.digest if encoder.int8_model is not None else None,
         "dimension": vector.output_dimension(hidden_size(model)),
         "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
         "output_dtype": vector.output_dtype,
@@ -80,40 +83,6 @@ def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None,
         "text_column": corpus.text_column, "id_column": corpus.id_column,
         "format": read_format(corpus, sources),
     }
-
-
-def decide_precision(config: EmbedConfig, output: storage.Location) -> EmbedConfig:
-    """--precision auto decided once, here in the driver, for every actor: into an output that
-    holds rows, the precision they were made in (a machine that would decide otherwise must
-    not mix fp32 and bf16 rows in one output); else by this machine (bf16 where its CPU runs it
-    natively, fp16 for a GPU pool, else fp32: `sentray.encode.precision`)."""
-    from sentray.encode.precision import (
-        BF16_COSINE_MIN,
-        NATIVE_BF16_SPEED,
-        cpu_bf16_features,
-        cpu_bf16_native,
-        cpu_info,
-        resolve_precision,
-    )
-    from sentray.kit.settings_record import read_settings
-
-    encoder = config.encoder
-    on_cpu = encoder.device == "cpu" or (encoder.device == "auto" and config.pool.num_gpus == 0)
-    if encoder.precision == "fp32" and on_cpu and cpu_bf16_native():
-        logger.info("this CPU (%s) runs bf16 natively (%s): --precision auto embeds about %.1fx "
-                    "faster, its vectors within cosine %s of these fp32 ones (docs/precision.md)",
-                    cpu_info()["name"], ", ".join(cpu_bf16_features()), NATIVE_BF16_SPEED,
-                    BF16_COSINE_MIN)
-    if encoder.precision != "auto":
-        return config
-    stored = None if config.overwrite else read_settings(output)
-    if stored and stored.get("precision"):
-        precision, why = stored["precision"], f"as the rows in {output.uri} were made"
-    else:
-        device = "cuda" if encoder.device.startswith("cuda") else "cpu"
-        precision, why = resolve_precision("auto", device), f"decided on this machine ({device})"
-    logger.info("precision auto: %s, %s", precision, why)
-    return dataclasses.replace(config, encoder=dataclasses.replace(encoder, precision=precision))
 
 
 def vectors_metadata(settings: dict, ranges: vectors.Ranges | None) -> dict:
@@ -143,7 +112,7 @@ def summarize(output: storage.Location, sources: list[Source]) -> dict:
     """Row accounting over the whole output: per status, rows in == rows out per source, and
     the rows whose vector was a twin's (not encoded again)."""
     counts = dict.fromkeys(STATUSES, 0)
-    rows_in = rows_out = copied = 0
+    rows_in = rows_out = copied = tokens = 0
     incomplete = []
     for source in sources:
         runs = source_runs([output], source)
@@ -156,8 +125,27 @@ def summarize(output: storage.Location, sources: list[Source]) -> dict:
             counts[status] = counts.get(status, 0) + count
             rows_out += count
         copied += totals.get("copied", 0)
+        tokens += totals.get("tokens", 0)
     return {"sources": len(sources), "incomplete_sources": incomplete, "rows_in": rows_in,
-            "rows_out": rows_out, "status": counts, "rows_not_encoded": copied}
+            "rows_out": rows_out, "status": counts, "rows_not_encoded": copied,
+            "tokens_encoded": tokens}
+
+
+def run_figures(summary: dict, run: dict, price_per_hour: float | None) -> dict:
+    """tokens/s of a run that made every row of the output (a resumed run's earlier parts'
+    tokens are not this run's), and with a price per hour, what the run cost per million rows
+    and tokens."""
+    rows, seconds = run["rows_this_run"], run["seconds"]
+    whole = bool(rows) and rows == summary["rows_in"] and seconds > 0
+    tokens = summary["tokens_encoded"] if whole else None
+    figures = {"tokens_per_second": round(tokens / seconds, 1) if tokens else None}
+    if price_per_hour is not None and rows and seconds > 0:
+        cost = price_per_hour * seconds / 3600
+        figures.update({"price_per_hour": price_per_hour, "cost": round(cost, 6),
+                        "cost_per_million_rows": round(cost / rows * 1e6, 6),
+                        "cost_per_million_tokens": round(cost / tokens * 1e6, 6)
+                        if tokens else None})
+    return figures
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,8 +177,13 @@ class EmbedJob(corpus_job.CorpusJob):
         return summarize(folders[0], sources)
 
     def before_rows(self, folders: list[storage.Location]) -> None:
+        if self.config.encoder.int8_model is not None:
+            precision.write_stored(folders[0], self.config.encoder.int8_model)
         if self.ranges is not None:
             calibration.write_stored(folders[0], self.config.vector.output_dtype, self.ranges)
+
+    def run_figures(self, summary: dict, run: dict) -> dict:
+        return run_figures(summary, run, self.config.price_per_hour)
 
     def model_folders(self) -> tuple[str, ...]:
         model = self.config.encoder.resolved_model
@@ -200,8 +193,10 @@ class EmbedJob(corpus_job.CorpusJob):
 def run_embedding(config: EmbedConfig) -> dict:
     """Embed every row of the corpus into `config.output`; returns the summary."""
     output = storage.locate(config.output, config.corpus.s3_endpoint)
-    config = decide_precision(config.resolved(), output)
+    config = config.resolved()
     sources = discover_sources(config.corpus, exclude=[config.output])
+    config = precision.decide_precision(config, output,
+                                        sum(estimate_rows(s) for s in sources))
     settings, ranges = embed_settings(config, None, sources), None
     if config.vector.output_dtype in vectors.SCALAR:
         # a rerun that will be refused is refused before the code book is calibrated (minutes

@@ -27,7 +27,8 @@ class QueryEncoder:
 
     def __init__(self, output: str, *, device: str = "auto",
                  s3_endpoint: str | None = None) -> None:
-        self.settings, self.ranges = stored_description(storage.locate(output, s3_endpoint))
+        location = storage.locate(output, s3_endpoint)
+        self.settings, self.ranges = stored_description(location)
         s = self.settings
         encoder = EncoderConfig(model=s["model"], pooling=s["pooling"], head=s["head"],
                                 max_length=s["max_length"], device=device)
@@ -40,6 +41,9 @@ class QueryEncoder:
             if precision == "fp16" and not device.startswith("cuda"):
                 precision = "fp32"  # fp16 is a GPU's; on a CPU the same model in fp32
             encoder = dataclasses.replace(encoder, precision=precision)
+            if precision == "int8":  # the very model the rows were encoded by
+                encoder = dataclasses.replace(encoder, int8_model=stored_int8_model(
+                    location, s["int8_model"]))
         self.actor = EmbedBatch(EmbedSpec(encoder, vector, self.ranges))
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -53,6 +57,26 @@ class QueryEncoder:
         width = column.type.list_size
         rows = [np.zeros(width) if v is None else v for v in column.to_pylist()]
         return np.asarray(rows, dtype=column.type.value_type.to_pandas_dtype())
+
+
+def stored_int8_model(location: storage.Location, digest: str):
+    """The int8 model of digest `digest`: the output folder's `_int8_model.onnx`, else (one
+    copied file) the int8 cache of this machine."""
+    from sentray.embedding import precision
+    from sentray.encode.int8 import cache_dir, read_cached
+
+    found = precision.read_stored(location)
+    if found is None:
+        for record in (cache_dir() / "int8").glob("*/record.json"):
+            if json.loads(record.read_text()).get("digest") == digest:
+                found = read_cached(record.parent.name)
+                break
+    if found is None or found.digest != digest:
+        raise FileNotFoundError(
+            f"{location.uri}: its rows were encoded by int8 model {digest[:12]}, which is "
+            "neither beside it nor in this machine's int8 cache: pass the output folder, "
+            "which holds it (_int8_model.onnx)")
+    return found
 
 
 def stored_description(location: storage.Location) -> tuple[dict, vectors.Ranges | None]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
@@ -20,7 +20,7 @@ from sentray.encode.pooling_catalog import (
 from sentray.kit.config_files import derived
 from sentray.kit.validation import check_choices
 
-Precision = Literal["fp32", "fp16", "bf16", "auto"]
+Precision = Literal["fp32", "fp16", "bf16", "int8", "auto"]
 DittoImpl = Literal["auto", "fast", "eager"]
 
 
@@ -44,12 +44,21 @@ class EncoderConfig:
     max_tokens_per_batch: int | None = None
     device: str = "auto"  # auto (cuda if available), cpu, cuda, cuda:N
     # fp32 (exact: sentence-transformers' fp32 vectors) | bf16 (GPU autocast; CPU: bf16 weights,
-    # native with AMX or AVX512-BF16, emulated and slow elsewhere) | fp16 (GPU) | auto (bf16
-    # where native, else fp32); sentray.encode.precision
+    # native with AMX or AVX512-BF16, emulated and slow elsewhere) | fp16 (GPU) | int8 (CPU:
+    # NNCF static int8 on ONNX Runtime, prepared once and cached) | auto (CPU: fp32, bf16 and
+    # int8 timed on this CPU, the fastest that passes a quality gate against fp32; GPU: fp16);
+    # sentray.encode.precision, sentray.encode.precision_probe
     precision: Precision = "fp32"
+    # int8: the calibration texts, a UTF-8 file of one sentence a line; None: the bundled Brown
+    # sample (so that the int8 model does not depend on the input)
+    int8_calibration: str | None = None
+    int8_calibration_rows: int = 300  # int8: the calibration file's first N non-blank lines
     ditto_impl: DittoImpl = "auto"  # fast: one head recomputed on SDPA (BERT family); eager: maps
     # `model` looked up once (`located()`), carried to every reader and loader of the model
     resolved_model: Annotated[ResolvedModel | None, tyro.conf.Suppress] = derived()
+    # int8: the prepared model (`sentray.encode.int8.Int8Model`), prepared once by a job's
+    # driver and carried to its actors
+    int8_model: Annotated[Any, tyro.conf.Suppress] = derived()
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -68,6 +77,12 @@ class EncoderConfig:
         if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
             raise ValueError(f"max_tokens_per_batch must be >= 1, got "
                              f"{self.max_tokens_per_batch}")
+        if self.int8_calibration_rows < 2:
+            raise ValueError(f"int8_calibration_rows must be >= 2, got "
+                             f"{self.int8_calibration_rows}")
+        if self.int8_calibration is not None and self.precision not in ("int8", "auto"):
+            raise ValueError(f"--int8-calibration is for --precision int8 (or auto), not "
+                             f"{self.precision}")
         if self.max_length is not None and self.max_length < 2:
             raise ValueError(f"max_length must be >= 2, got {self.max_length}")
 

@@ -12,6 +12,7 @@ import torch
 
 from sentray.encode import model_loading
 from sentray.encode.config import EncoderConfig
+from sentray.encode.int8 import Int8Model, Int8Pooled
 from sentray.encode.model_info import default_max_length
 from sentray.encode.pooled_model import PooledEncoder
 from sentray.encode.pooling import pool
@@ -77,39 +78,77 @@ class SentenceEncoder:
         self.config = config = config.resolved()
         self.device = resolve_device(config.device)
         self.precision = resolve_precision(config.precision, self.device)
+        if self.precision == "auto":  # measured on this CPU (sentray.encode.precision_probe)
+            from sentray.encode.precision_probe import decide_for_encoder
+
+            self.precision = decide_for_encoder(config, SentenceEncoder, model=model,
+                                                tokenizer=tokenizer)
         self.tokenizer = (tokenizer if tokenizer is not None
                           else model_loading.load_tokenizer(config.resolved_model))
-        if model is None:
-            self.pooled = PooledEncoder.load(config.resolved_model, config.pooling,
-                                             head=config.head,
-                                             ditto_impl=config.ditto_impl, device=self.device)
-        else:
-            self.pooled = PooledEncoder(model, config.pooling, head=config.head,
-                                        ditto_impl=config.ditto_impl)
-        self.pooled.to(self.device).eval()
-        if self.device.type == "cpu" and self.precision == "bf16":
-            # bf16 weights, not autocast: autocast converts every weight on every call (2.09x
-            # fp32 against 2.66x on an AMX CPU, in sentence-transformers); pooling stays fp32
-            self.pooled.to(torch.bfloat16)
         self.max_length = config.max_length or default_max_length(config.resolved_model,
                                                                   self.tokenizer)
+        self.int8: Int8Pooled | None = None
+        self.pooled: PooledEncoder | None = None
+        if self.precision == "int8":
+            self.int8 = Int8Pooled(self._int8_model(model))
+        else:
+            self.pooled = self._pooled(model)
+            if self.device.type == "cpu" and self.precision == "bf16":
+                # bf16 weights, not autocast: autocast converts every weight on every call
+                # (2.09x fp32 against 2.66x on an AMX CPU, in sentence-transformers); pooling
+                # stays fp32
+                self.pooled.to(torch.bfloat16)
         logger.info("encoder %s pooling=%s head=%s ditto=%s device=%s precision=%s "
                     "max_length=%d", config.model, config.pooling, config.head,
                     "fast" if self.fast_ditto else "eager", self.device, self.precision,
                     self.max_length)
 
+    def _pooled(self, model: torch.nn.Module | None) -> PooledEncoder:
+        """The torch encoder in fp32 on the device, in eval mode."""
+        config = self.config
+        if model is None:
+            pooled = PooledEncoder.load(config.resolved_model, config.pooling, head=config.head,
+                                        ditto_impl=config.ditto_impl, device=self.device)
+        else:
+            pooled = PooledEncoder(model, config.pooling, head=config.head,
+                                   ditto_impl=config.ditto_impl)
+        return pooled.to(self.device).eval()
+
+    def _int8_model(self, model: torch.nn.Module | None) -> Int8Model:
+        """The config's prepared int8 model (a job's driver prepared it), else one from the
+        cache or prepared now from the fp32 encoder (`sentray.encode.int8`)."""
+        from sentray.encode.int8 import prepare_int8, weights_identity
+        from sentray.encode.model_loading import model_fingerprint
+
+        config = self.config
+        if config.int8_model is None:
+            pooled = self._pooled(model)
+            identity = (weights_identity(model) if model is not None
+                        else model_fingerprint(config.resolved_model))
+            prepared = prepare_int8(config, pooled=pooled, tokenizer=self.tokenizer,
+                                    max_length=self.max_length, model_identity=identity,
+                                    batches=lambda texts: self.length_sorted_batches(
+                                        self.tokenize(texts)))
+        else:
+            prepared = config.int8_model
+        prepared.check_matches(config, self.max_length)
+        return prepared
+
     @property
     def model(self) -> torch.nn.Module:
-        """The Hugging Face encoder."""
+        """The Hugging Face encoder (fp32 or bf16; an int8 encoder has none: ONNX Runtime)."""
+        if self.pooled is None:
+            raise ValueError("an int8 encoder runs on ONNX Runtime and has no torch model; "
+                             "use precision fp32 for this")
         return self.pooled.model
 
     @property
     def fast_ditto(self) -> bool:
-        return self.pooled.fast_ditto
+        return self.pooled is not None and self.pooled.fast_ditto
 
     @property
     def dimension(self) -> int:
-        return self.pooled.dimension
+        return self.int8.dimension if self.int8 is not None else self.pooled.dimension
 
     # -- tokenization -------------------------------------------------------------------------
 
@@ -152,7 +191,9 @@ class SentenceEncoder:
         return torch.autocast(self.device.type, enabled=False)
 
     def embed_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Sentence embeddings (B, D) in fp32 for one padded batch; differentiable."""
+        """Sentence embeddings (B, D) in fp32 for one padded batch; differentiable (but int8)."""
+        if self.int8 is not None:
+            return self.int8(input_ids, attention_mask)
         with self._autocast():
             return self.pooled(input_ids.to(self.device), attention_mask.to(self.device))
 

@@ -5,14 +5,15 @@
            `model_kwargs={"torch_dtype": torch.bfloat16}` does; faster there than autocast,
            which converts every weight on every call), pooling in fp32 either way
     fp16   GPU only (autocast); a CPU has no fast fp16 matmul
-    auto   on a CPU, bf16 where it runs natively (AMX or AVX512-BF16), else fp32; on a GPU,
-           fp16 (every CUDA GPU runs it fast; bf16 needs Ampere or later). A job decides it
+    int8   CPU only: NNCF static int8 on ONNX Runtime (`sentray.encode.int8`)
+    auto   on a CPU, measured: fp32, bf16 and int8 timed on this CPU, the fastest that passes
+           its quality gate against fp32 (`sentray.encode.precision_probe`; a CPU flag does
+           not predict it: AVX512-BF16 meant 2.88x fp32 on one AMD EPYC and 0.65x on an Intel
+           Xeon without AMX); on a GPU, fp16 (every CUDA GPU runs it fast). A job decides it
            once, in its driver, and records it: its actors never mix two precisions
 
-A CPU without native bf16 (AVX2 only, e.g. AMD EPYC before Zen 4, Intel before Cooper Lake)
-emulates it, several times slower than fp32: `auto` never picks it there, and an explicit
-bf16 runs with a warning that names the missing CPU feature. Which CPU a machine has is read
-from /proc/cpuinfo (Linux; elsewhere bf16 is taken as not native)."""
+A CPU without AMX or AVX512-BF16 emulates bf16: an explicit bf16 there runs with a warning that
+names the missing feature. Which CPU a machine has is read from /proc/cpuinfo (Linux)."""
 
 from __future__ import annotations
 
@@ -37,14 +38,6 @@ BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 # 11.5 vs 70.9 sentences/s, sentence-transformers 9.1 vs 60.4; bench/results/
 # precision-avx2.json), said in the warning.
 EMULATED_BF16_SPEED = 0.16
-# bf16 ÷ fp32 speed of sentray's encoder where the CPU runs bf16 natively, and the lowest
-# per-row cosine of its bf16 vectors to the fp32 ones (mean pooling and Ditto, 10,000 Brown
-# sentences), measured on an AMD EPYC with AVX512-BF16 (bench/results/precision-avx512bf16*.json:
-# 385.5 vs 133.7 sentences/s, one thread; cosine min 0.999862)
-NATIVE_BF16_SPEED = 2.9
-BF16_COSINE_MIN = 0.9998
-
-
 @functools.cache
 def cpu_info() -> dict:
     """{"name": the CPU's model name, "flags": its feature flags} of this machine."""
@@ -82,14 +75,18 @@ def resolve_precision(requested: Precision, device: torch.device | str,
     if requested == "auto":
         if device_type == "cuda":  # every CUDA GPU has fast fp16 (bf16 needs Ampere or later)
             return "fp16"
-        return "bf16" if device_type == "cpu" and cpu_bf16_native(flags) else "fp32"
+        return "auto"  # on a CPU: measured (sentray.encode.precision_probe), never assumed
+    if device_type != "cpu" and requested == "int8":
+        raise ValueError("precision 'int8' runs on a CPU (ONNX Runtime); on a GPU use fp16 "
+                         "(every CUDA GPU) or bf16 (Ampere or later)")
     if device_type == "cpu" and requested == "fp16":
         raise ValueError("precision 'fp16' is for GPUs; on a CPU use bf16 (native with AMX or "
                          "AVX512-BF16) or fp32")
     if device_type == "cpu" and requested == "bf16" and not cpu_bf16_native(flags):
         logger.warning(
-            "precision bf16 on %s, which has neither %s: bf16 is emulated there, measured at "
-            "%.2fx the speed of fp32 on such a CPU. Use --precision fp32 (or auto) on it.",
+            "precision bf16 on %s, which has neither %s: bf16 is emulated there (on this "
+            "project's AVX2-only AMD EPYC it ran at %.2fx fp32, docs/precision.md). "
+            "--precision auto measures it on this CPU; fp32 is the safe choice.",
             cpu_info()["name"], " nor ".join(BF16_CPU_FLAGS), EMULATED_BF16_SPEED)
     return requested
 

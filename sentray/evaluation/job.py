@@ -63,6 +63,11 @@ def _search_head(config: EvaluateConfig, out: Path) -> tuple[EncoderConfig, dict
     encoder_config = config.encoder
     # The search reads every head; the placeholder head only lets the encoder load.
     search_config = dataclasses.replace(encoder_config, head=encoder_config.head or "0-0")
+    if search_config.precision in ("int8", "auto"):  # every head is read from torch's maps
+        search_config = dataclasses.replace(search_config, precision="fp32",
+                                            int8_calibration=None)
+        logger.info("the head search runs in fp32 (it reads every head's attention map); "
+                    "the chosen head is scored in %s", encoder_config.precision)
     grid = head_search.search_head(SentenceEncoder(search_config), config.data_dir,
                                    max_pairs=config.max_pairs)
     head = head_search.best_head(grid)

@@ -1,5 +1,5 @@
-"""Precision on any CPU: `auto` picks bf16 only where the CPU runs it natively (AMX or
-AVX512-BF16, read from its flags), an explicit bf16 on a CPU that emulates it runs with a
+"""Precision on any CPU: `auto` on a CPU is left to the measurement (its flags decide
+nothing; `test_precision_probe.py`), an explicit bf16 on a CPU that emulates it runs with a
 warning naming the missing feature, fp16 on a CPU is refused; bf16 on a CPU casts the weights
 and keeps pooling in fp32; a job decides `auto` once and an output keeps the precision its rows
 were made in. The flags are passed in, so every branch runs on whatever CPU the tests run on."""
@@ -35,10 +35,9 @@ def test_native_bf16_is_read_from_the_cpu_flags():
     assert isinstance(info["name"], str) and isinstance(info["flags"], frozenset)
 
 
-def test_auto_is_bf16_only_where_native():
-    assert resolve_precision("auto", CPU, AMX) == "bf16"
-    assert resolve_precision("auto", CPU, ZEN4) == "bf16"
-    assert resolve_precision("auto", CPU, AVX2) == "fp32"
+def test_auto_on_a_cpu_is_left_to_be_measured_whatever_its_flags():
+    for flags in (AMX, ZEN4, AVX2):  # the probe decides (sentray.encode.precision_probe)
+        assert resolve_precision("auto", CPU, flags) == "auto"
     assert resolve_precision("auto", torch.device("cuda")) == "fp16"
     assert resolve_precision("fp32", CPU, AMX) == "fp32"
 
@@ -74,8 +73,9 @@ def test_bf16_on_a_cpu_casts_the_weights_and_pools_in_fp32(tiny_model_dir):
 
 def test_a_job_decides_auto_once_and_an_output_keeps_its_rows_precision(tmp_path, monkeypatch):
     from sentray.cli import JOBS
-    from sentray.embedding.job import decide_precision
-    from sentray.encode import precision
+    from sentray.embedding import precision as job_precision
+    from sentray.embedding.precision import decide_precision
+    from sentray.encode import precision_probe
     from sentray.kit import storage
     from sentray.kit.settings_record import write_settings
 
@@ -87,21 +87,28 @@ def test_a_job_decides_auto_once_and_an_output_keeps_its_rows_precision(tmp_path
                                                      "auto"])
     assert config.encoder.precision == "auto"
     output = storage.locate(str(tmp_path / "out"))
-    for flags, expected in ((AMX, "bf16"), (AVX2, "fp32")):
-        monkeypatch.setattr(precision, "cpu_info", lambda flags=flags: {"name": "x",
-                                                                         "flags": flags})
-        assert decide_precision(config, output).encoder.precision == expected
+    probed = []
+
+    def fake_probe(config, rows):  # what the measurement picked, on a stand-in CPU
+        probed.append((rows, None))
+        return precision_probe.Decision("bf16", "stand-in", [], "x", 1)
+
+    monkeypatch.setattr(job_precision, "probe_where_actors_run", fake_probe)
+    assert decide_precision(config, output, 7).encoder.precision == "bf16"
+    assert [rows for rows, _ in probed] == [7]
     gpu_pool = dataclasses.replace(config, encoder=dataclasses.replace(config.encoder,
                                                                        device="cuda"))
-    assert decide_precision(gpu_pool, output).encoder.precision == "fp16"
+    assert decide_precision(gpu_pool, output, 7).encoder.precision == "fp16"
     (tmp_path / "out").mkdir()
-    write_settings(output, {"precision": "bf16"}, "embed")
-    assert decide_precision(config, output).encoder.precision == "bf16"  # on the AVX2 stand-in
+    write_settings(output, {"precision": "fp32"}, "embed")
+    assert decide_precision(config, output, 7).encoder.precision == "fp32"  # as its rows
+    assert len(probed) == 1
     explicit = dataclasses.replace(config, encoder=dataclasses.replace(config.encoder,
                                                                        precision="fp32"))
-    assert decide_precision(explicit, output) is explicit  # then the settings check refuses
+    assert decide_precision(explicit, output, 7) == explicit  # then the settings check refuses
     overwrite = dataclasses.replace(config, overwrite=True)
-    assert decide_precision(overwrite, output).encoder.precision == "fp32"  # decided afresh
+    assert decide_precision(overwrite, output, 7).encoder.precision == "bf16"  # afresh
+    assert len(probed) == 2
 
 
 def test_training_takes_bf16_on_a_cpu_not_fp16():
@@ -112,3 +119,5 @@ def test_training_takes_bf16_on_a_cpu_not_fp16():
         TrainConfig(precision="fp16")
     with pytest.raises(ValueError, match="'auto' is for encoding"):
         TrainConfig(precision="auto", use_gpu=True)
+    with pytest.raises(ValueError, match="'int8' is for encoding"):
+        TrainConfig(precision="int8")
