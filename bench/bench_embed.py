@@ -1,15 +1,15 @@
 """Bulk embedding: `jobs/embed.py` end to end against its peers, on the same sentences with the
 same model, at every corpus size of `--sizes`, in one run:
 
-- sentence-transformers `encode` (torch, its default batch of 32 and its own length sorting)
-  as a few-line script, timed from its launch to its exit like the job (interpreter start,
-  imports and model load included; its own load + encode seconds recorded beside); and the
-  same with bf16 weights where the CPU runs bf16 natively (AMX or AVX512-BF16: `--bf16-peer`
-  times it elsewhere too), so that "fastest peer" is the fastest configuration a user could
-  write in a few lines;
-- sentence-transformers' ONNX backend (`backend="onnx"`, exported once before timing, load
-  included), run by `--onnx-python`: an interpreter with `optimum-onnx[onnxruntime]`, which pins
-  transformers < 4.58 and so cannot share sentray's environment (see README, Benchmarks);
+- the peers (bench/embed_peers.py), few-line sentence-transformers scripts, each timed from its
+  launch to its exit like the job (interpreter start, imports and model load included; its own
+  load + encode seconds recorded beside), at its default batch of 32 and its own length sorting:
+  `encode` on torch fp32, and bf16 weights where the CPU runs bf16 natively (AMX or AVX512-BF16:
+  `--bf16-peer` times it elsewhere too); the ONNX backend in fp32 and dynamically quantized to
+  int8 (`--onnx-python`); the OpenVINO backend statically quantized to int8 (`--ov-python`). The
+  exported ones are exported once, untimed (seconds printed); their pins clash with sentray's,
+  so each runs in its own venv (bench/peer_venvs.sh builds both), and one whose interpreter is
+  not given is skipped with a note. "Fastest peer" is the fastest of these configurations;
 - sentray's `SentenceEncoder.encode` in this process (the job's compute without Ray), and the
   same with a token budget (`--max-tokens-per-batch`), at the smallest size;
 - `python jobs/embed.py` as a subprocess, as a user runs it (an input of at most
@@ -19,9 +19,13 @@ same model, at every corpus size of `--sizes`, in one run:
   since_launch` of its summary: Ray ready, actor ready, first rows embedded, first part).
 
 For each run: seconds, sentences/s, padding (padded tokens that are not real tokens, for the
-batches that run would form) and the ratio of throughput to the fastest peer.
+batches that run would form), STS-B test Spearman x 100 (each peer's in its own interpreter,
+sentray's by its encoder at the run's precision; "–" where that fails) and the ratio of
+throughput to the fastest peer; then the goals, met or not.
 
-    python bench/bench_embed.py --sizes 10000,50000 --onnx-python /path/to/venv/bin/python
+    bash bench/peer_venvs.sh    # once: /work/venvs/onnx and /work/venvs/openvino
+    python bench/bench_embed.py --sizes 10000,50000 --onnx-python /work/venvs/onnx/bin/python \
+        --ov-python /work/venvs/openvino/bin/python
     python bench/bench_embed.py --sizes 10000 --padding-only
 """
 
@@ -36,29 +40,14 @@ import tempfile
 import time
 from pathlib import Path
 
+# bench/ is no package: embed_peers imports because Python puts a script's folder first on
+# sys.path (`python bench/bench_embed.py` is the way in), as gpu_check.py's siblings do.
+import embed_peers
 import numpy as np
 import pyarrow.dataset as pads
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = ROOT.parent / "shared/data/corpus/brown.txt"
-OFFLINE_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
-               "HF_HUB_OFFLINE": "1"}
-
-# Run by --onnx-python: export once (not timed), then load + encode (timed), as a user would.
-ONNX_PEER = """
-import sys, time, tempfile
-from sentence_transformers import SentenceTransformer
-model_path, corpus, batch_size = sys.argv[1], sys.argv[2], int(sys.argv[3])
-sentences = open(corpus, encoding="utf-8").read().split("\\n")[:-1]
-with tempfile.TemporaryDirectory() as exported:
-    SentenceTransformer(model_path, backend="onnx", device="cpu").save_pretrained(exported)
-    start = time.perf_counter()
-    model = SentenceTransformer(exported, backend="onnx", device="cpu")
-    vectors = model.encode(sentences, batch_size=batch_size)
-    assert vectors.shape[0] == len(sentences)
-    print(time.perf_counter() - start)
-"""
-
 
 def padding(batches: list[list[int]]) -> float:
     """Share of padded tokens in batches of token-id lists (each batch padded to its longest)."""
@@ -82,37 +71,6 @@ def encoder_padding(encoder, token_ids: list[list[int]], block_rows: int) -> flo
     return padding(batches)
 
 
-# The peer as a user runs it: a few lines of sentence-transformers in a script, timed from the
-# command's launch to its exit (interpreter start and imports included, as they are in the
-# job's figure); it prints its own load + encode seconds, which the bench also records.
-ST_PEER = """
-import sys, time
-import torch
-from sentence_transformers import SentenceTransformer
-model_path, corpus, batch_size, precision = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-sentences = open(corpus, encoding="utf-8").read().split("\\n")[:-1]
-started = time.perf_counter()
-model = SentenceTransformer(model_path, device="cpu", model_kwargs={
-    "torch_dtype": torch.bfloat16} if precision == "bf16" else None)
-vectors = model.encode(sentences, batch_size=batch_size)
-assert vectors.shape[0] == len(sentences)
-print(time.perf_counter() - started)
-"""
-
-
-def run_peer(model_path: str, corpus: Path, batch_size: int,
-             bf16: bool = False) -> tuple[float, float]:
-    """sentence-transformers' `encode` as a script: (seconds from launch to exit, seconds of
-    its model load + encode). `bf16`: its weights in bfloat16 (`model_kwargs={"torch_dtype":
-    torch.bfloat16}`), the fastest CPU configuration a user could write in a few lines where
-    the CPU runs bf16 natively."""
-    start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", ST_PEER, model_path, str(corpus),
-                             str(batch_size), "bf16" if bf16 else "fp32"], check=True,
-                            capture_output=True, text=True, env={**os.environ, **OFFLINE_ENV})
-    return time.perf_counter() - start, float(result.stdout.strip().splitlines()[-1])
-
-
 def native_bf16() -> bool:
     from sentray.encode.precision import cpu_bf16_native
 
@@ -129,22 +87,15 @@ def cpu_line() -> str:
     return f"CPU: {cpu_info()['name']}, {os.cpu_count()} CPUs, {bf16}"
 
 
-def run_onnx_peer(python: str, model_path: str, corpus: Path, batch_size: int) -> float:
-    result = subprocess.run([python, "-c", ONNX_PEER, model_path, str(corpus), str(batch_size)],
-                            check=True, capture_output=True, text=True,
-                            env={**os.environ, **OFFLINE_ENV})
-    return float(result.stdout.strip().splitlines()[-1])
-
-
 def run_in_process(model: str, sentences: list[str], **config) -> float:
     from sentray.encode.config import EncoderConfig
     from sentray.encode.encoder import SentenceEncoder
 
     start = time.perf_counter()
-    vectors = SentenceEncoder(EncoderConfig(model=model, device="cpu", **config)).encode(
-        sentences)
+    encoder = SentenceEncoder(EncoderConfig(model=model, device="cpu", **config))
+    vectors = encoder.encode(sentences)
     assert vectors.shape[0] == len(sentences)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, encoder.precision
 
 
 def run_job(corpus: Path, output: Path, extra: list[str], rows: int) -> tuple[float, dict]:
@@ -152,13 +103,14 @@ def run_job(corpus: Path, output: Path, extra: list[str], rows: int) -> tuple[fl
     start_wall, start = time.time(), time.perf_counter()
     job = subprocess.run([sys.executable, str(ROOT / "jobs" / "embed.py"), "--input",
                           str(corpus), "--output", str(output), *extra],
-                         env={**os.environ, **OFFLINE_ENV}, capture_output=True, text=True)
+                         env={**os.environ, **embed_peers.OFFLINE_ENV}, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if job.returncode:
         raise SystemExit(f"jobs/embed.py failed ({job.returncode}):\n{job.stderr[-3000:]}")
     ids = pads.dataset(output, format="parquet").to_table(columns=["id"]).column("id")
     assert len(ids) == rows == len(set(ids.to_pylist())), "every id once"
-    timings = json.loads((output / "_summary.json").read_text())["timings"]
+    summary = json.loads((output / "_summary.json").read_text())
+    timings = {**summary["timings"], "precision": summary["settings"]["precision"]}
     timings["fixed"] = timings["first_part_at"] - start_wall
     return seconds, timings
 
@@ -185,7 +137,9 @@ def padding_table(model: str, sentences: list[str], batch_size: int, budget: int
     return "\n".join(rows)
 
 
-def measure(size: int, all_sentences: list[str], args, smallest: bool) -> list[dict]:
+def measure(size: int, all_sentences: list[str], args, peers: list, stsb,
+            smallest: bool) -> list[dict]:
+    """Every run at `size`; `stsb(precision)`: sentray's STS-B at the precision a run chose."""
     from sentray.encode.config import EncoderConfig
     from sentray.encode.encoder import SentenceEncoder
     from sentray.encode.model_loading import resolve_model
@@ -202,41 +156,33 @@ def measure(size: int, all_sentences: list[str], args, smallest: bool) -> list[d
         corpus.write_text("\n".join(sentences) + "\n", encoding="utf-8")
         job_args = [*args.job_args.split(), "--precision", args.precision]
         seconds, timings = run_job(corpus, Path(tmp) / "out", job_args, size)
-        runs.append({"run": f"jobs/embed.py {' '.join(job_args)}", "seconds": seconds,
-                     "peer": False,
+        runs.append({"run": f"jobs/embed.py {' '.join(job_args)} (ran {timings['precision']})",
+                     "seconds": seconds, "peer": False, "stsb": stsb(timings["precision"]),
                      "padding": encoder_padding(encoder, token_ids, timings["rows_per_block"]),
                      "timings": timings})
         if args.ray_path:  # the same job on its Ray actor pool, however small the input
             ray_args = [*job_args, "--in-process-rows", "0"]
             seconds, ray_timings = run_job(corpus, Path(tmp) / "out-ray", ray_args, size)
-            runs.append({"run": f"jobs/embed.py {' '.join(ray_args)}", "seconds": seconds,
-                         "peer": False, "timings": ray_timings,
+            runs.append({"run": f"jobs/embed.py {' '.join(ray_args)} (ran "
+                                f"{ray_timings['precision']})", "seconds": seconds,
+                         "peer": False, "timings": ray_timings, "ray": True,
+                         "stsb": stsb(ray_timings["precision"]),
                          "padding": encoder_padding(encoder, token_ids,
                                                     ray_timings["rows_per_block"])})
-        if args.onnx_python:
-            runs.append({"run": f"sentence-transformers ONNX (batch {args.peer_batch_size})",
-                         "seconds": run_onnx_peer(args.onnx_python, model_path, corpus,
-                                                  args.peer_batch_size),
-                         "peer": True,
-                         "padding": peer_padding(lengths, sentences, args.peer_batch_size)})
-        for bf16 in (False, True):
-            if bf16 and not (native_bf16() or args.bf16_peer):
-                continue  # emulated bf16 is ~6x slower: no peer worth the wait
-            seconds, inside = run_peer(model_path, corpus, args.peer_batch_size, bf16=bf16)
-            runs.append({"run": f"sentence-transformers torch{' bf16' if bf16 else ''} "
-                                f"(batch {args.peer_batch_size}), a script",
-                         "seconds": seconds, "load_and_encode_seconds": inside, "peer": True,
-                         "padding": peer_padding(lengths, sentences, args.peer_batch_size)})
-    runs.append({"run": f"sentray encoder in-process, batch 32, {args.precision}",
-                 "peer": False, "alone": True, "padding": whole,
-                 "seconds": run_in_process(args.model, sentences, precision=args.precision)})
+        peer_pad = peer_padding(lengths, sentences, args.peer_batch_size)
+        runs += [{**peer.row(model_path, corpus, args.peer_batch_size), "padding": peer_pad}
+                 for peer in peers]  # each exported once (not timed) at the first size
+    seconds, ran = run_in_process(args.model, sentences, precision=args.precision)
+    runs.append({"run": f"sentray encoder in-process, batch 32, {args.precision} (ran {ran})",
+                 "peer": False, "alone": True, "padding": whole, "stsb": stsb(ran),
+                 "seconds": seconds, "load_and_encode_seconds": seconds})
     if smallest:
         budget = args.max_tokens_per_batch
         budgeted = SentenceEncoder(EncoderConfig(model=args.model, device="cpu",
                                                  max_tokens_per_batch=budget))
         runs.append({"run": f"sentray encoder in-process, token budget {budget}", "peer": False,
                      "seconds": run_in_process(args.model, sentences, precision=args.precision,
-                                               max_tokens_per_batch=budget),
+                                               max_tokens_per_batch=budget)[0],
                      "padding": encoder_padding(budgeted, token_ids, len(token_ids))})
     for run in runs:
         run["rate"] = size / run["seconds"]
@@ -254,18 +200,50 @@ def launch_line(timings: dict, seconds: float) -> str:
     return " | ".join([*told, f"done {seconds:.1f} (Ray stopped, summary written)"])
 
 
+def goal(text: str, value: float, least: float, sizes: tuple[int, ...], size: int) -> str:
+    """One goal's line: the ratio, the goal, and whether this run met it (at the goal's sizes)."""
+    where = f" at {' and '.join(f'{s:,}' for s in sizes)} rows" if sizes else ""
+    verdict = ("met" if value >= least else "NOT met") if not sizes or size in sizes else \
+        f"not judged at {size:,}"
+    return f"goal: {text}: {value:.2f}x (goal >= {least}{where}): {verdict}"
+
+
+def goal_lines(size: int, runs: list[dict]) -> list[str]:
+    peers = [r for r in runs if r["peer"]]
+    best = max(peers, key=lambda r: r["rate"])
+    encode = min(peers, key=lambda r: r["load_and_encode_seconds"])
+    job, alone = runs[0], next(r for r in runs if r.get("alone"))
+    lines = [goal(f"{job['run']} / fastest peer", job["rate"] / best["rate"], 1.0,
+                  (10_000, 50_000), size)]
+    lines += [goal(f"{run['run']} (its Ray pool) / fastest peer", run["rate"] / best["rate"],
+                   0.9, (50_000,), size) for run in runs if run.get("ray")]
+    lines += [goal(f"sentray encoder in-process / the fastest peer's load + encode "
+                   f"({encode['run']}, {encode['load_and_encode_seconds']:.1f} s)",
+                   encode["load_and_encode_seconds"] / alone["seconds"], 1.2, (), size),
+              goal(f"{job['run']} / its own encoder in-process (what Ray and Parquet cost)",
+                   job["rate"] / alone["rate"], 0.9, (50_000,), size)]
+    return lines
+
+
 def report(size: int, runs: list[dict]) -> str:
     best = max((r for r in runs if r["peer"]), key=lambda r: r["rate"])
     lines = [f"{size} Brown sentences, {os.cpu_count()} CPUs; ratio = throughput / the fastest "
-             f"peer's ({best['run']})", "",
-             "| run | seconds | sentences/s | padding | ratio |", "|---|---|---|---|---|"]
+             f"peer's ({best['run']}); STS-B = STS-B test Spearman x 100", "",
+             "| run | seconds | load + encode s | sentences/s | padding | STS-B | ratio |",
+             "|---|---|---|---|---|---|---|"]
     for run in runs:
-        lines.append(f"| {run['run']} | {run['seconds']:.1f} | {run['rate']:.0f} | "
-                     f"{run['padding']:.2%} | {run['rate'] / best['rate']:.2f}x |")
+        inside, stsb = run.get("load_and_encode_seconds"), run.get("stsb")
+        lines.append(f"| {run['run']} | {run['seconds']:.1f} | "
+                     f"{'–' if inside is None else f'{inside:.1f}'} | {run['rate']:.0f} | "
+                     f"{run['padding']:.2%} | {'–' if stsb is None else f'{stsb:.2f}'} | "
+                     f"{run['rate'] / best['rate']:.2f}x |")
     job = runs[0]
     timings = job["timings"]
     after = job["seconds"] - timings["fixed"]
-    lines.append("")
+    exports = [f"{r['run']} {r['export_seconds']:.1f} s" for r in runs
+               if r.get("export_seconds") is not None]
+    lines += ["", f"one-time exports (not in the seconds above): {'; '.join(exports)}"] \
+        if exports else [""]
     for run in runs:
         if "timings" in run:
             lines.append(f"{run['run']}, seconds since launch: "
@@ -274,23 +252,13 @@ def report(size: int, runs: list[dict]) -> str:
         lines.append(f"jobs/embed.py after its first part: {after:.1f} s, about "
                      f"{(size - timings['rows_per_block']) / max(after, 1e-9):.0f} sentences/s "
                      f"for the remaining rows (blocks of {timings['rows_per_block']} rows)")
-    peer_fp32 = next(r for r in runs if r["peer"] and r["run"].startswith(
-        "sentence-transformers torch (batch"))
-    alone = next(r for r in runs if r.get("alone"))
-    goal = 1.0 if size >= 50_000 else 0.9
-    lines += [f"jobs/embed.py / fastest peer: {job['rate'] / best['rate']:.2f}x "
-              f"(goal >= {goal} at {size} rows)",
-              f"jobs/embed.py / sentence-transformers fp32: {job['rate'] / peer_fp32['rate']:.2f}x",
-              f"jobs/embed.py / sentray encoder in-process (what Ray costs; goal >= 0.9): "
-              f"{job['rate'] / alone['rate']:.2f}x"]
-    for run in runs[1:]:
-        if "timings" in run:
-            lines.append(f"{run['run']} / fastest peer: {run['rate'] / best['rate']:.2f}x; / "
-                         f"sentray encoder in-process: {run['rate'] / alone['rate']:.2f}x")
-    return "\n".join(lines)
+    fp32 = next(r for r in runs if r.get("kind") == "torch")
+    lines.append(f"jobs/embed.py / sentence-transformers torch fp32: "
+                 f"{job['rate'] / fp32['rate']:.2f}x")
+    return "\n".join(lines + goal_lines(size, runs))
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default=str(DEFAULT_CORPUS))
@@ -301,7 +269,16 @@ def main() -> None:
                         help="sentence-transformers' batch size (default: its own default, 32)")
     parser.add_argument("--onnx-python", default=os.environ.get("SENTRAY_ONNX_PYTHON"),
                         help="a Python with sentence-transformers and optimum-onnx[onnxruntime] "
-                             "for the ONNX peer (default: $SENTRAY_ONNX_PYTHON; none: no row)")
+                             "for the ONNX fp32 and int8 peers (default: $SENTRAY_ONNX_PYTHON; "
+                             "none: skipped)")
+    parser.add_argument("--ov-python", default=os.environ.get("SENTRAY_OV_PYTHON"),
+                        help="a Python with sentence-transformers and optimum-intel[openvino,"
+                             "nncf] for the OpenVINO int8 peer (default: $SENTRAY_OV_PYTHON; "
+                             "none: skipped)")
+    parser.add_argument("--onnx-int8-config", default="auto",
+                        choices=["auto", "avx512_vnni", "avx512", "avx2", "arm64"],
+                        help="export_dynamic_quantized_onnx_model's config (default: %(default)s:"
+                             " avx512_vnni where the CPU has VNNI, else avx512, avx2 or arm64)")
     parser.add_argument("--job-args", default="--actors 2",
                         help="extra flags for jobs/embed.py (default: %(default)s)")
     parser.add_argument("--precision", default="auto",
@@ -319,23 +296,46 @@ def main() -> None:
     parser.add_argument("--padding-only", action="store_true",
                         help="print the batching table only (seconds, no model run)")
     parser.add_argument("--json", default=None, help="also write every figure to this file")
-    args = parser.parse_args()
-    os.environ.update(OFFLINE_ENV)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    os.environ.update(embed_peers.OFFLINE_ENV)
+    # a cache of its own: the first job run pays auto's probe (once per kind of machine), as
+    # a user's first run would
+    os.environ.setdefault("SENTRAY_CACHE_DIR", tempfile.mkdtemp(prefix="bench-embed-cache-"))
     sizes = [int(s) for s in args.sizes.split(",")]
     sentences = Path(args.corpus).read_text(encoding="utf-8").splitlines()[:max(sizes)]
     if len(sentences) < max(sizes):
         raise SystemExit(f"{args.corpus} has {len(sentences)} lines, fewer than {max(sizes)}")
     print(cpu_line())
+    print(embed_peers.cpu_flags_line(embed_peers.cpu_flags()))
     print(padding_table(args.model, sentences[:sizes[0]], 32, args.max_tokens_per_batch))
     if args.padding_only:
         return
-    results = {"cpu": cpu_line(), "torch_threads": __import__("torch").get_num_threads(),
+    results = {"cpu": cpu_line(), "embed_peers.cpu_flags": sorted(embed_peers.cpu_flags()),
+               "torch_threads": __import__("torch").get_num_threads(),
                "precision": args.precision, "job_args": args.job_args, "sizes": {}}
-    for size in sizes:
-        runs = measure(size, sentences, args, smallest=size == min(sizes))
-        results["sizes"][size] = runs
-        print()
-        print(report(size, runs), flush=True)
+    with tempfile.TemporaryDirectory() as exports:
+        # emulated bf16 is ~6x slower: no bf16 peer worth the wait unless asked for
+        peers, notes = embed_peers.make_peers(args, Path(exports), native_bf16() or args.bf16_peer)
+        print("", *notes, sep="\n")
+        results["sentray_int8_prepare_seconds"] = embed_peers.prepare_int8(args.model)
+        scores: dict = results.setdefault("sentray_stsb", {})
+
+        def stsb(precision: str) -> float | None:
+            if precision not in scores:
+                scores[precision] = embed_peers.sentray_stsb(args.model, precision)
+            return scores[precision]
+
+        for size in sizes:
+            runs = measure(size, sentences, args, peers, stsb, smallest=size == min(sizes))
+            results["sizes"][size] = runs
+            print()
+            print(report(size, runs), flush=True)
+    results["peers"] = {p.kind: {"label": p.label, "python": p.python, "export_seconds":
+                                 p.export_seconds, "stsb": p.stsb} for p in peers}
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

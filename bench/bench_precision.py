@@ -183,8 +183,10 @@ def main() -> None:
                   f for f in cpu_info()["flags"] if f.startswith(("avx", "amx")))}
     print(f"CPU: {report['cpu']}; bf16 {report['bf16']}; {args.threads} thread(s)", flush=True)
     lines = Path(args.corpus).read_text(encoding="utf-8").splitlines()
-    print(f"speed, {args.speed_rows} sentences, batch 32, best of {args.repeats}:", flush=True)
-    report["speed"] = speeds(lines[:args.speed_rows], args.repeats)
+    if args.speed_rows:
+        print(f"speed, {args.speed_rows} sentences, batch 32, best of {args.repeats}:",
+              flush=True)
+        report["speed"] = speeds(lines[:args.speed_rows], args.repeats)
     if args.quality_rows:
         print(f"quality against fp32 on {args.quality_rows} sentences:", flush=True)
         report["quality"] = quality(lines[:args.quality_rows], args.ditto_head)

@@ -260,8 +260,9 @@ def measure_candidates(config: EncoderConfig, rows: int | None, threads: int, re
                 continue
         candidate = encoder(precision, **({"int8_model": ready} if precision == "int8" else {}))
         speed, vectors = time_encode(candidate.encode, texts, batch, floor=rate / 2)
-        similar = cosines(vectors, reference[:len(vectors)])
-        measured.append(Measured(precision, speed, len(vectors), float(similar.min()),
+        rows = min(len(vectors), len(reference))  # the first rows of the same sentences
+        similar = cosines(vectors[:rows], reference[:rows])
+        measured.append(Measured(precision, speed, rows, float(similar.min()),
                                  float(similar.mean()),
                                  bool(similar.min() >= GATES[precision])))
     chosen, why = choose(measured)
