@@ -260,9 +260,9 @@ def measure_candidates(config: EncoderConfig, rows: int | None, threads: int, re
                 continue
         candidate = encoder(precision, **({"int8_model": ready} if precision == "int8" else {}))
         speed, vectors = time_encode(candidate.encode, texts, batch, floor=rate / 2)
-        rows = min(len(vectors), len(reference))  # the first rows of the same sentences
-        similar = cosines(vectors[:rows], reference[:rows])
-        measured.append(Measured(precision, speed, rows, float(similar.min()),
+        common = min(len(vectors), len(reference))  # the first rows of the same sentences
+        similar = cosines(vectors[:common], reference[:common])
+        measured.append(Measured(precision, speed, common, float(similar.min()),
                                  float(similar.mean()),
                                  bool(similar.min() >= GATES[precision])))
     chosen, why = choose(measured)

@@ -111,7 +111,7 @@ def test_a_probe_with_fake_timings_decides_and_is_cached(tokenizer, monkeypatch,
     # a large job pays for int8: prepared, measured, passed its gate, chosen
     large = probe(tiny_config(), rows=10_000_000, threads=1, model=model,
                   tokenizer=tokenizer, build=SentenceEncoder)
-    assert large.precision == "int8" and large.int8_model is not None
+    assert large.precision == "int8" and large.int8_model is not None, large
     int8 = next(m for m in large.measured if m["precision"] == "int8")
     assert int8["passed"] and int8["cosine_min"] >= probe_module.GATES["int8"]
     # another thread count is another kind of machine: probed anew
