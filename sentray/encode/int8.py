@@ -182,11 +182,13 @@ def cache_key(config: EncoderConfig, max_length: int, identity: str) -> str:
 
 def weights_identity(module: torch.nn.Module) -> str:
     """A digest of a module's weights (a model handed in, not read from files)."""
+    import torch
+
     digest = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().view(-1).view(
-            __import__("torch").uint8).numpy().tobytes())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy()
+                      .tobytes())
     return "weights:" + digest.hexdigest()[:24]
 
 
