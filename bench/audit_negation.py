@@ -36,7 +36,7 @@ from pathlib import Path
 
 from sentray.sifter.corpus_filter import filter_reasons
 from sentray.sifter.dependency_parse import DependencyParse
-from sentray.sifter.negation import drops_negation
+from sentray.sifter.scope import drops_negation
 from sentray.sifter.parsers import ParseCache, load_spacy, spacy_load_redirect
 from sentray.sifter.positives import (
     Triple,

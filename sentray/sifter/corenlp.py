@@ -48,7 +48,8 @@ def parse_from_sentence(sentence: dict) -> DependencyParse:
         head = i if arc["dep"] == "ROOT" else position.get(arc["governor"], position[roots[0]])
         parsed.append(DepToken(token.get("originalText") or token["word"], head, arc["dep"],
                                token.get("pos", ""), arc["dep"] == "punct"
-                               or token.get("pos") in PUNCTUATION_TAGS))
+                               or token.get("pos") in PUNCTUATION_TAGS,
+                               (token.get("lemma") or "").lower()))
     return DependencyParse(parsed)
 
 

@@ -1,11 +1,12 @@
 """A sentence's dependency tree in one form for both parsers: spaCy's `Doc` and CoreNLP's JSON
 (`sentray.sifter.corenlp` converts its own) both become a `DependencyParse`, so that the
-dependency backbone and the negation rule of Y (`sentray.sifter.negation`) are written once.
+dependency backbone and the negation rule of Y (`sentray.sifter.scope`) are written once.
 
 Only what both parsers give is kept: the token's text, its head, its label, its Penn Treebank
-tag (spaCy's `tag_`, CoreNLP's `pos`) and whether it is punctuation. The labels differ (spaCy
-writes ClearNLP's, CoreNLP Universal Dependencies'); the rules built on this read few of them,
-and those by a prefix both schemes share (`conj`, `nsubj`, `csubj`, `expl`, `parataxis`).
+tag (spaCy's `tag_`, CoreNLP's `pos`), its lemma and whether it is punctuation. The labels
+differ (spaCy writes ClearNLP's, CoreNLP Universal Dependencies'); the rules built on this read
+few of them, and those by a prefix both schemes share (`conj`, `nsubj`, `csubj`, `expl`,
+`parataxis`, `ccomp`, `xcomp`, `advcl`, `mark`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class DepToken:
     dep: str  # the parser's label (spaCy: ClearNLP; CoreNLP: Universal Dependencies)
     tag: str  # Penn Treebank tag
     punct: bool = False
+    lemma: str = ""  # the parser's lemma; '' where it gave none (then the word stands for it)
 
 
 class DependencyParse:
@@ -42,8 +44,8 @@ class DependencyParse:
         not parse it."""
         if len(doc) == 0 or not doc.has_annotation("DEP"):
             return cls([])
-        return cls([DepToken(t.text, t.head.i, t.dep_, t.tag_, t.is_punct or t.is_space)
-                    for t in doc])
+        return cls([DepToken(t.text, t.head.i, t.dep_, t.tag_, t.is_punct or t.is_space,
+                             t.lemma_.lower()) for t in doc])
 
     def __len__(self) -> int:
         return len(self.tokens)

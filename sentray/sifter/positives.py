@@ -56,9 +56,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sentray.sifter.dependency_parse import DependencyParse
-from sentray.sifter.negation import NEGATIONS, carry_negations, drops_negation
+from sentray.sifter.scope import (
+    ARTICLES,
+    DOWNWARD_WORDS,
+    NEGATIONS,
+    OWN_SUBJECT,
+    binds_article,
+    carry_scopes,
+    drops_scope,
+    in_order,
+    own_clause,
+)
 
-ARTICLES = frozenset({"a", "an", "the"})  # deleted only when tagged DT (not "A" in "Vitamin A")
 # Penn Treebank tags Z deletes: coordinating conjunction, personal and possessive pronoun
 DELETED_TAGS = frozenset({"CC", "PRP", "PRP$"})
 QUANTIFIERS = frozenset({"all", "any", "anybody", "anyone", "anything", "anywhere", "both", "each",
@@ -66,7 +75,7 @@ QUANTIFIERS = frozenset({"all", "any", "anybody", "anyone", "anything", "anywher
                          "few", "fewer", "half", "least", "less", "many", "more", "most", "much",
                          "several", "some", "somebody", "someone", "something", "somewhere"})
 # Z keeps these whatever they are tagged: deleting one changes what the sentence asserts
-KEPT_WORDS = NEGATIONS | QUANTIFIERS
+KEPT_WORDS = NEGATIONS | QUANTIFIERS | DOWNWARD_WORDS
 # the first half of a correlative pair -> its second halves; Z keeps the second where it keeps
 # the first ("not" counts only in "not only")
 CORRELATIVES = {"either": frozenset({"or"}), "neither": frozenset({"nor", "or"}),
@@ -75,9 +84,10 @@ CORRELATIVES = {"either": frozenset({"or"}), "neither": frozenset({"nor", "or"})
 # The rule before issue 25 (`z_rule="ud"`): spaCy's UD parts of speech
 UD_DELETED_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
 # The issue that last changed what Y or Z is for the same settings (36: negations kept in Y's
-# backbone, no X repeated, correlative pairs in Z); the job records it, so an output made
+# backbone, no X repeated, correlative pairs in Z; 43: every operator's scope kept, "a few" in
+# Z); the job records it, so an output made
 # before is never resumed by this code
-VIEWS_REVISION = 36
+VIEWS_REVISION = 43
 TripleChoice = Literal["random", "longest"]
 ZRule = Literal["penn", "ud"]
 BackboneSource = Literal["openie", "dependency", "none"]
@@ -185,7 +195,8 @@ def prune_text(doc, rule: ZRule = "penn") -> str:
         deleted = [is_useless_ud(t) for t in doc]
     else:
         partners = correlative_partners(doc) if doc.has_annotation("DEP") else set()
-        deleted = [is_useless(t) and t.i not in partners for t in doc]
+        bound = {t.i - 1 for t in doc if t.i > 0 and binds_article(doc[t.i - 1].text, t.text)}
+        deleted = [is_useless(t) and t.i not in partners | bound for t in doc]
     if all(d or t.is_punct or t.is_space for t, d in zip(doc, deleted, strict=True)):
         return doc.text
     if rule == "ud":
@@ -205,13 +216,19 @@ def dependency_backbone(doc) -> str:
 
 def parse_backbone(parse: DependencyParse) -> str:
     """The first two levels of the first sentence's dependency tree as a short sentence: the root
-    and its direct children in sentence order, punctuation dropped, with every negation they
-    would drop carried (`negation.carry_negations`). '' for an empty parse."""
+    and its direct children in sentence order, punctuation dropped, the subject of a conjoined
+    clause among them added, and completed by the scope rule (`scope.carry_scopes`: every
+    operator over the words kept, and under a negation or a downward word the scope whole).
+    '' for an empty parse."""
     root = parse.root()
     if root is None:
         return ""
-    kept = carry_negations(parse, {root} | {c for c in parse.children[root]
-                                            if not parse.tokens[c].punct})
+    level = {c for c in parse.children[root] if not parse.tokens[c].punct}
+    # a conjoined clause keeps its own subject: "He did not come, but she stayed." gives
+    # "He did not come but she stayed.", not "... but stayed." (he stayed)
+    level |= {s for c in level if own_clause(parse, c) for s in parse.children[c]
+              if parse.tokens[s].dep.lower().startswith(OWN_SUBJECT)}
+    kept = carry_scopes(parse, {root} | level)
     return as_sentence([parse.tokens[t].text for t in sorted(kept)])
 
 
@@ -250,10 +267,12 @@ def choose_backbone(text: str, parse: DependencyParse, triples: Sequence[Triple]
                     choice: TripleChoice, rng: random.Random
                     ) -> tuple[str, Triple | None, BackboneSource]:
     """(backbone, triple, source) of sentence `text` with parse `parse`: an OpenIE triple that
-    drops no negation of X and is not X repeated (`choose_triple` among them); else the
-    dependency backbone (negations carried) unless it is X repeated; else none."""
+    keeps every operator's scope (`scope.drops_scope`), keeps X's order (`scope.in_order`) and
+    is not X repeated (`choose_triple` among them); else the dependency backbone (scopes
+    carried) unless it is X repeated; else none."""
     usable = [t for t in triples
-              if not drops_negation(parse, (t.subject, t.relation, t.object))
+              if not drops_scope(parse, (t.subject, t.relation, t.object))
+              and in_order(parse, (t.subject, t.relation, t.object))
               and not repeats(t.as_sentence(), text)]
     triple = choose_triple(usable, choice, rng)
     if triple is not None:

@@ -165,6 +165,7 @@ def test_an_output_made_by_the_views_before_issue_36_is_not_resumed(augment_job,
     from sentray.kit.settings_record import write_settings
     from sentray.sifter.config import AugmentConfig
     from sentray.sifter.job import augment_settings, check_backend
+    from sentray.sifter.positives import VIEWS_REVISION
 
     corpus = tmp_path / "x.txt"
     corpus.write_text("One two three four.\n")
@@ -178,7 +179,7 @@ def test_an_output_made_by_the_views_before_issue_36_is_not_resumed(augment_job,
     monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started"))
     with pytest.raises(SystemExit) as info:
         augment_job.main(["--input", str(corpus), "--output", str(out)])
-    assert "views_revision: None (stored) != 36 (this run)" in exit_message(info)
+    assert f"views_revision: None (stored) != {VIEWS_REVISION} (this run)" in exit_message(info)
 
 
 def _wait_for(url: str, seconds: float) -> None:

@@ -1,0 +1,361 @@
+"""What Y's backbone must keep of X (issues 36 and 43): the *operators* over the words it keeps.
+One implementation for every backend: it reads X's `DependencyParse` (spaCy's or CoreNLP's) and
+a backbone as the set of X's tokens it keeps. X must entail the backbone.
+
+An operator is a word that changes what the words under it assert. Three kinds:
+
+- a *negation*: a word of `NEGATION_CUES` ("not", "n't", "no", "never", "none", "nobody",
+  "nothing", "neither", "nor", "without", ...), except an interjection ("No, I'll go.", tag
+  `UH`), the number sign ("a No. 43 hole") and the "not" of "not only ... but also";
+- a *downward-entailing* word: "hardly", "scarcely", "barely", "seldom", "rarely", and "few",
+  "fewer", "little" as quantifiers (not after an article: "a few" and "the little house" say
+  nothing downward). Like a negation, it turns "more words" into "a stronger claim";
+- an *embedding*: a verb of `EMBEDDING_LEMMAS` (wish, hope, doubt, deny, think, say, ...) over
+  its clausal complement, or a subordinator "if", "unless", "whether", "lest" over its clause.
+  The words under it are not stated as facts ("He wished he had never got into the business").
+
+Each operator has an *anchor* (the word it operates on) and a *scope*, read off X's tree:
+
+- negation and downward words: the anchor is the verb or adjective of "not", "never",
+  "hardly", ...; the noun of "no", "few", "neither"; past an adverb or a comparative ("not
+  precisely into the room" negates "into", "no better excuse" negates "excuse") and past a
+  quantifier to its noun ("not all birds": "birds"); the conjunct that "nor" brings in; the
+  object of "without"; a nominal cue ("nobody", "nothing") is its own anchor. The scope is the
+  anchor's subtree, less conjoined clauses with their own subject ("He did not come, but she
+  stayed"); where the operator quantifies an argument ("nobody", "no reason", "few students",
+  "not all birds", "hardly anyone", "neither John nor Mary"), also the predicate it is an
+  argument of, with its subtree, past a preposition ("conceive of no alternatives");
+- an embedding verb: its complement's subtree; a subordinator: its clause, and, for an
+  adverbial clause ("If it rains, the game is off"), the clause it conditions as well.
+
+The rule: a backbone that keeps a content word of an operator's scope keeps the operator, and
+the path from its anchor up to the words kept ("Not all birds fly." never gives "All birds
+fly." or "Birds fly."; "He wished ..." never gives the wished-for clause as a fact). A kept
+negation keeps its anchor. Under a negation or a downward word, more words make a weaker claim
+("did not buy a single red apple" does not entail "did not buy an apple"), so the backbone keeps
+what it keeps of the scope whole: each kept word brings its dependents in the scope, except
+articles, punctuation, and the modifiers of the subject of the scope's top when the operator is
+not inside it, but for its quantifiers and numbers ("The old man did not buy a single red
+apple." -> "Man did not buy single red apple.": negation scopes over the predicate, not over a
+definite subject; "Some students did not pass" keeps "some").
+Subordinate clauses stay in a negation's scope ("I don't think you want to go" does not
+assert "you want to go"): the rule errs towards dropping a triple.
+
+An OpenIE triple that needs words it lacks is discarded (`drops_scope`); the dependency
+backbone, built here from X's tokens, is completed instead (`carry_scopes`). Why, and the
+audit of what X entails: docs/sifter-views.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sentray.sifter.dependency_parse import DependencyParse
+
+# Z keeps these whatever their tag (sentray.sifter.positives)
+NEGATIONS = frozenset({"not", "n't", "no", "nor", "neither", "never", "none", "nobody", "nothing",
+                       "nowhere", "noone"})
+# "cannot" for a tokenizer that keeps it whole (spaCy's and CoreNLP's split it: "can", "not")
+NEGATION_CUES = NEGATIONS | {"without", "cannot"}
+NOMINAL_CUES = frozenset({"nobody", "nothing", "none", "nowhere", "noone"})
+CORRELATIVE_CUES = frozenset({"neither", "nor"})
+DOWNWARD_ADVERBS = frozenset({"hardly", "scarcely", "barely", "seldom", "rarely"})
+DOWNWARD_QUANTIFIERS = frozenset({"few", "fewer", "little"})
+DOWNWARD_WORDS = DOWNWARD_ADVERBS | DOWNWARD_QUANTIFIERS
+# Quantifiers: content words whatever their tag (a kept "all" is a claim), and the words a
+# negation passes to reach its noun ("not all birds", "not every member", "not many children")
+QUANTIFIER_WORDS = frozenset({"all", "any", "both", "each", "every", "many", "much", "most",
+                              "several", "some", "few", "fewer", "little", "half", "enough"})
+# Verbs whose clausal complement is not stated as a fact (lemmas)
+EMBEDDING_LEMMAS = frozenset({
+    "wish", "hope", "want", "doubt", "deny", "fear", "believe", "think", "suppose", "imagine",
+    "pretend", "claim", "suspect", "expect", "wonder", "ask", "guess", "dream", "assume",
+    "allege", "say", "seem", "appear", "try", "plan", "intend", "refuse", "fail", "hesitate",
+    "wait", "demand", "insist", "suggest", "propose", "require", "question", "consider"})
+# Of those, the negative ones: downward in their complement, like a negation ("denied that she
+# had taken the money" does not entail "denied that she had taken anything")
+NEGATIVE_LEMMAS = frozenset({"doubt", "deny", "refuse", "fail", "hesitate", "question"})
+EMBEDDING_MARKS = frozenset({"if", "unless", "whether", "lest"})
+COMPLEMENT_LABELS = ("ccomp", "xcomp")
+ARTICLES = frozenset({"a", "an", "the"})
+# an article before "few" or "little" is part of the quantifier: "a few" and "a little" are
+# upward, "few" and "little" downward, "the few" definite; a backbone or a Z that keeps the word
+# keeps the article ("the little house" is only an adjective)
+ARTICLE_BOUND = {"a": frozenset({"few", "little"}), "the": frozenset({"few", "fewer"})}
+# Penn tags of the words whose presence says nothing about which clause a backbone comes from
+FUNCTION_TAGS = frozenset({"DT", "PDT", "WDT", "IN", "TO", "CC", "POS", "RP", "EX", "UH",
+                           "LS", "SYM", "HYPH", "NFP"})
+CLIMBED_TAGS = ("RB", "JJR", "JJS")  # adverbs, comparatives: a cue on one negates its head
+NOMINAL_TAGS = ("NN", "PRP", "CD", "WP", "EX")  # prefixes: nouns, pronouns, numbers
+OWN_SUBJECT = ("nsubj", "csubj", "expl")  # label prefixes, the same in ClearNLP and UD
+WORD = re.compile(r"can(?=not\b)|[a-z0-9]+(?=n't\b)|n't\b|[a-z0-9]+")
+Kind = Literal["negation", "downward", "embedding"]
+
+
+@dataclass(frozen=True)
+class Operator:
+    trigger: int  # the operator's word
+    anchor: int  # the word it operates on
+    kind: Kind
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words, split as the parsers split them ("doesn't" -> "does", "n't";
+    "cannot" -> "can", "not"); punctuation dropped."""
+    return WORD.findall(text.lower().replace("\u2019", "'"))
+
+
+def _word(parse: DependencyParse, position: int) -> str:
+    return parse.tokens[position].text.lower().replace("\u2019", "'")
+
+
+def _label(parse: DependencyParse, position: int) -> str:
+    return parse.tokens[position].dep.lower()
+
+
+def is_cue(parse: DependencyParse, position: int) -> bool:
+    """A negation cue: a word of `NEGATION_CUES`, not an interjection, not "not only", not the
+    number sign "No. 43"."""
+    word = _word(parse, position)
+    if word not in NEGATION_CUES or parse.tokens[position].tag == "UH":
+        return False
+    following = [_word(parse, p) for p in range(position + 1, min(position + 3, len(parse)))]
+    if word == "no" and following[:1] == ["."] and following[1:2] != [] \
+            and following[1][:1].isdigit():
+        return False
+    return not (word == "not" and following[:1] == ["only"])
+
+
+def is_downward(parse: DependencyParse, position: int) -> bool:
+    """A downward-entailing word: "hardly", "rarely", ...; "few", "fewer", "little" unless an
+    article or "quite" comes first ("a few", "the little house", "quite a few")."""
+    word = _word(parse, position)
+    if word in DOWNWARD_ADVERBS:
+        return parse.tokens[position].tag != "UH"
+    if word not in DOWNWARD_QUANTIFIERS:
+        return False
+    return position == 0 or _word(parse, position - 1) not in ARTICLES | {"quite", "very", "so"}
+
+
+def _nominal(parse: DependencyParse, position: int) -> bool:
+    return parse.tokens[position].tag.startswith(NOMINAL_TAGS) \
+        or _word(parse, position) in QUANTIFIER_WORDS | NOMINAL_CUES
+
+
+def _is_noun(parse: DependencyParse, position: int) -> bool:
+    return parse.tokens[position].tag.startswith(("NN", "PRP", "CD"))
+
+
+def anchor(parse: DependencyParse, cue: int) -> int:
+    """The word a negation or downward word operates on (module docstring)."""
+    word, head = _word(parse, cue), parse.head(cue)
+    if word in NOMINAL_CUES or (word in DOWNWARD_QUANTIFIERS and not _is_noun(parse, head)):
+        return cue  # "nothing", "Little is known"
+    if word == "without":
+        objects = [c for c in parse.children[cue] if not parse.tokens[c].punct]
+        return objects[0] if objects else head
+    if word == "nor":  # spaCy hangs "nor" on the first conjunct, UD on the one it brings in
+        brought = [c for c in parse.children[head]
+                   if c > cue and _label(parse, c).startswith("conj")]
+        return brought[0] if brought else head
+    # "not precisely into the room", "no longer", "no better excuse": the adverb's or the
+    # comparative's head; "not all birds" (UD hangs "not" on "all"): the quantifier's noun
+    while parse.head(head) != head and (
+            parse.tokens[head].tag.startswith(CLIMBED_TAGS)
+            or (_word(parse, head) in QUANTIFIER_WORDS and _is_noun(parse, parse.head(head)))):
+        head = parse.head(head)
+    return head
+
+
+def operators(parse: DependencyParse) -> list[Operator]:
+    """Every operator of X, in sentence order (module docstring)."""
+    found = []
+    for position, token in enumerate(parse.tokens):
+        if is_cue(parse, position):
+            found.append(Operator(position, anchor(parse, position), "negation"))
+        elif is_downward(parse, position):
+            found.append(Operator(position, anchor(parse, position), "downward"))
+        elif (token.lemma or _word(parse, position)) in EMBEDDING_LEMMAS \
+                and token.tag.startswith("VB"):
+            kind = "downward" if (token.lemma or _word(parse, position)) in NEGATIVE_LEMMAS \
+                else "embedding"
+            found.extend(Operator(position, c, kind) for c in parse.children[position]
+                         if _label(parse, c).startswith(COMPLEMENT_LABELS))
+        elif _word(parse, position) in EMBEDDING_MARKS and parse.head(position) != position \
+                and _label(parse, position).startswith("mark"):
+            found.append(Operator(position, parse.head(position), "embedding"))
+    return found
+
+
+def own_clause(parse: DependencyParse, position: int) -> bool:
+    """A conjoined clause with its own subject, or a parataxis: outside its head's operators."""
+    label = _label(parse, position)
+    if label.startswith("parataxis"):
+        return True
+    return label.startswith("conj") and any(
+        _label(parse, c).startswith(OWN_SUBJECT) for c in parse.children[position])
+
+
+def _clause(parse: DependencyParse, top: int) -> set[int]:
+    """`top`'s subtree less its conjoined clauses with a subject of their own, and the
+    conjunction before one ("but" of "He did not come, but she stayed"; UD hangs it on the
+    conjunct already)."""
+    own = [c for c in parse.children[top] if own_clause(parse, c)]
+    links = [c for c in parse.children[top] if _label(parse, c) in ("cc", "punct")
+             and any(o > c for o in own)]
+    return parse.subtree(top, without=own + links)
+
+
+def _quantifies_argument(parse: DependencyParse, op: Operator) -> bool:
+    word = _word(parse, op.trigger)
+    if word in NOMINAL_CUES | CORRELATIVE_CUES | DOWNWARD_QUANTIFIERS:
+        return True
+    following = _word(parse, op.trigger + 1) if op.trigger + 1 < len(parse) else ""
+    return _nominal(parse, op.anchor) and (
+        word == "no" or (op.kind == "downward" and word in DOWNWARD_ADVERBS)
+        or following in QUANTIFIER_WORDS)  # "not all", "not every", "not many"
+
+
+def scope_top(parse: DependencyParse, op: Operator) -> int:
+    """The highest word of the operator's scope: its anchor, or the predicate its argument
+    belongs to (past a preposition), or the clause an adverbial clause conditions."""
+    if op.kind == "embedding":
+        conditions = _label(parse, op.anchor).startswith("advcl") \
+            and _word(parse, op.trigger) in EMBEDDING_MARKS
+        return parse.head(op.anchor) if conditions else op.anchor
+    top = op.anchor
+    if _quantifies_argument(parse, op):
+        while parse.head(top) != top:
+            top = parse.head(top)
+            if is_content(parse, top):
+                break
+    return top
+
+
+def scope(parse: DependencyParse, op: Operator) -> set[int]:
+    """The tokens under the operator (module docstring)."""
+    region = _clause(parse, op.anchor)
+    top = scope_top(parse, op)
+    if top != op.anchor:
+        region |= _clause(parse, top)
+    return region
+
+
+def _closed(parse: DependencyParse, op: Operator, region: set[int]) -> set[int]:
+    """The words of a downward scope a kept word brings with it: all but articles,
+    punctuation and the modifiers of the scope top's subject when the operator is not in it
+    (its quantifiers and numbers aside)."""
+    top = scope_top(parse, op)
+    outside = set()
+    for child in parse.children[top]:
+        if _label(parse, child).startswith(OWN_SUBJECT):
+            subject = parse.subtree(child)
+            if op.trigger not in subject:  # its head word, numbers and quantifiers stay: "she"
+                outside |= {t for t in subject - {child}  # of "she did not come", "any water"
+                            if not (is_content(parse, t) and _word(parse, t) in QUANTIFIER_WORDS
+                                    or parse.tokens[t].tag == "CD")}
+    return {t for t in region - outside if not parse.tokens[t].punct
+            and not (_word(parse, t) in ARTICLES and parse.tokens[t].tag == "DT")}
+
+
+def is_content(parse: DependencyParse, position: int) -> bool:
+    token = parse.tokens[position]
+    if _word(parse, position) in QUANTIFIER_WORDS:
+        return True
+    return not (token.punct or token.tag in FUNCTION_TAGS or not words(token.text)
+                or _word(parse, position) in NEGATION_CUES)
+
+
+def carry_scopes(parse: DependencyParse, kept: set[int]) -> set[int]:
+    """`kept` with what the rule of the module docstring adds: for every operator whose scope
+    it keeps a content word of (or, for a negation, the cue itself), the operator and the path
+    from its anchor up to the kept words; under a negation or a downward word, the dependents of
+    each kept word in the scope (`_closed`)."""
+    kept = set(kept) | bound_articles(parse, kept)
+    found = [(op, scope(parse, op)) for op in operators(parse)]
+    closed = {op: _closed(parse, op, region) for op, region in found if op.kind != "embedding"}
+    for _ in range(len(parse) + 1):  # each round adds a token: at most one per token
+        before = len(kept)
+        for op, region in found:
+            touched = any(t in kept and t != op.trigger and is_content(parse, t) for t in region)
+            if not touched and not (op.kind == "negation" and op.trigger in kept):
+                continue
+            kept.add(op.trigger)
+            kept.update(parse.path_up(op.anchor, kept))
+            if op.kind != "embedding":
+                kept.update(c for t in kept & closed[op] for c in parse.children[t]
+                            if c in closed[op])
+        kept |= bound_articles(parse, kept)
+        if len(kept) == before:
+            return kept
+    raise AssertionError("carry_scopes did not settle")  # unreachable: kept only grows
+
+
+def binds_article(previous: str, word: str) -> bool:
+    """Whether the article `previous` belongs to the quantifier `word` (`ARTICLE_BOUND`)."""
+    return word.lower() in ARTICLE_BOUND.get(previous.lower(), ())
+
+
+def bound_articles(parse: DependencyParse, kept: set[int]) -> set[int]:
+    """The articles of the "a few", "a little" whose quantifier is in `kept`."""
+    return {t - 1 for t in kept if t > 0 and binds_article(_word(parse, t - 1), _word(parse, t))}
+
+
+def missing_words(parse: DependencyParse, kept: set[int]) -> list[int]:
+    """The words a backbone made of the tokens `kept` lacks (`carry_scopes`), articles and
+    punctuation aside ("did not go to store" lacks none of "He did not go to the store.";
+    "never got business" lacks the "into" of "never got into the business")."""
+    bound = bound_articles(parse, kept)
+    return sorted(t for t in carry_scopes(parse, kept) - kept if not parse.tokens[t].punct
+                  and (t in bound or not (_word(parse, t) in ARTICLES
+                                          and parse.tokens[t].tag == "DT")))
+
+
+def triple_positions(parse: DependencyParse, parts: Sequence[str]) -> set[int]:
+    """The tokens of X an OpenIE triple (subject, relation, object; strings) is made of, found
+    by their words. A word X has more than once is taken where it is nearest to the triple's
+    words X has once; with no such word, every occurrence (the check then errs towards
+    dropping the triple)."""
+    places: dict[str, list[int]] = {}
+    for position, token in enumerate(parse.tokens):
+        for word in words(token.text):
+            places.setdefault(word, []).append(position)
+    wanted = Counter(words(" ".join(parts)))
+    fixed = [places[w][0] for w in wanted if len(places.get(w, ())) == 1]
+    chosen: set[int] = set()
+    for word, count in wanted.items():
+        candidates = places.get(word, [])
+        if len(candidates) <= count or not fixed:
+            chosen.update(candidates)
+            continue
+        nearest = sorted(candidates, key=lambda p: (min(abs(p - f) for f in fixed), p))
+        chosen.update(nearest[:count])
+    return chosen
+
+
+def in_order(parse: DependencyParse, parts: Sequence[str]) -> bool:
+    """Whether the triple's parts come in X's order: each part's first word of X no earlier
+    than the part before's ("They can not be remembered | few students are so faceless" of
+    "Few students are so faceless that they cannot be remembered" is not: it states the
+    result clause on its own)."""
+    chosen, used, firsts = sorted(triple_positions(parse, parts)), set(), []
+    for part in parts:  # each word of X serves one part: the first free one from the last part on
+        spots = []
+        for word in words(part):
+            free = [p for p in chosen if p not in used and word in words(parse.tokens[p].text)]
+            later = [p for p in free if p >= (firsts[-1] if firsts else 0)]
+            if later or free:
+                spots.append((later or free)[0])
+                used.add(spots[-1])
+        if spots:
+            firsts.append(min(spots))
+    return firsts == sorted(firsts)
+
+
+def drops_scope(parse: DependencyParse, parts: Sequence[str]) -> bool:
+    """Whether the triple `parts` lacks words the rule needs (`missing_words`)."""
+    return bool(missing_words(parse, triple_positions(parse, parts)))
