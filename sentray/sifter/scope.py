@@ -171,6 +171,21 @@ def anchor(parse: DependencyParse, cue: int) -> int:
     return head
 
 
+IRREGULAR = {"said": "say", "says": "say", "thought": "think", "dreamt": "dream"}
+
+
+def _stems(parse: DependencyParse, position: int) -> set[str]:
+    """The parser's lemma and the word's own stems: a lemmatizer's slip ("hoped" -> "hop")
+    must not hide an embedding verb."""
+    word = _word(parse, position)
+    stems = {word, parse.tokens[position].lemma, IRREGULAR.get(word, word)}
+    for suffix, replacements in (("ied", ("y",)), ("ies", ("y",)), ("ing", ("", "e")),
+                                 ("ed", ("", "e")), ("es", ("", "e")), ("s", ("",))):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            stems.update(word[:-len(suffix)] + r for r in replacements)
+    return stems
+
+
 def operators(parse: DependencyParse) -> list[Operator]:
     """Every operator of X, in sentence order (module docstring)."""
     found = []
@@ -179,10 +194,8 @@ def operators(parse: DependencyParse) -> list[Operator]:
             found.append(Operator(position, anchor(parse, position), "negation"))
         elif is_downward(parse, position):
             found.append(Operator(position, anchor(parse, position), "downward"))
-        elif (token.lemma or _word(parse, position)) in EMBEDDING_LEMMAS \
-                and token.tag.startswith("VB"):
-            kind = "downward" if (token.lemma or _word(parse, position)) in NEGATIVE_LEMMAS \
-                else "embedding"
+        elif _stems(parse, position) & EMBEDDING_LEMMAS and token.tag.startswith("VB"):
+            kind = "downward" if _stems(parse, position) & NEGATIVE_LEMMAS else "embedding"
             found.extend(Operator(position, c, kind) for c in parse.children[position]
                          if _label(parse, c).startswith(COMPLEMENT_LABELS))
         elif _word(parse, position) in EMBEDDING_MARKS and parse.head(position) != position \

@@ -127,6 +127,68 @@ def test_corenlp_triples_that_drop_a_negation_are_not_chosen():
             assert choose_backbone(text, parse, triples, "random", row_rng(seed, "x")) == expected
 
 
+# Issue 43's constructions as CoreNLP 4.5's Universal Dependencies parse them: "not" hangs on
+# the quantifier, a copula is not the root ("trait" is), "Few" is an amod of its noun.
+NOT_ALL_OF = ud_sentence(
+    "Not all of the students passed the exam .", "RB DT IN DT NNS VBD DT NN .",
+    [("advmod", 2, 1), ("nsubj", 6, 2), ("case", 5, 3), ("det", 5, 4), ("nmod", 2, 5),
+     ("ROOT", 0, 6), ("det", 8, 7), ("obj", 6, 8), ("punct", 6, 9)],
+    [("all", "passed", "exam"), ("Not all of students", "passed", "exam")])
+NOT_ALL = ud_sentence(
+    "Not all birds fly .", "RB DT NNS VBP .",
+    [("advmod", 2, 1), ("det", 3, 2), ("nsubj", 4, 3), ("ROOT", 0, 4), ("punct", 4, 5)])
+NO_TRAIT = ud_sentence(
+    "This is no surprising trait for a ballplayer .", "DT VBZ DT JJ NN IN DT NN .",
+    [("nsubj", 5, 1), ("cop", 5, 2), ("det", 5, 3), ("amod", 5, 4), ("ROOT", 0, 5),
+     ("case", 8, 6), ("det", 8, 7), ("nmod", 5, 8), ("punct", 5, 9)],
+    [("This", "is", "trait for a ballplayer")])
+HARDLY = ud_sentence(
+    "Hardly anyone came to the meeting .", "RB NN VBD IN DT NN .",
+    [("advmod", 2, 1), ("nsubj", 3, 2), ("ROOT", 0, 3), ("case", 6, 4), ("det", 6, 5),
+     ("obl", 3, 6), ("punct", 3, 7)],
+    [("Anyone", "came to", "meeting"), ("Hardly anyone", "came to", "meeting")])
+FEW = ud_sentence(
+    "Few students are really so faceless that they can not be remembered .",
+    "JJ NNS VBP RB RB JJ IN PRP MD RB VB VBN .",
+    [("amod", 2, 1), ("nsubj", 6, 2), ("cop", 6, 3), ("advmod", 6, 4), ("advmod", 6, 5),
+     ("ROOT", 0, 6), ("mark", 12, 7), ("nsubj:pass", 12, 8), ("aux", 12, 9),
+     ("advmod", 12, 10), ("aux:pass", 12, 11), ("ccomp", 6, 12), ("punct", 6, 13)],
+    [("Students", "are really", "faceless"),
+     ("They", "can not be remembered", "Few students are really faceless")])
+WISHED = ud_sentence(
+    "He rather wished he had never got into the business .",
+    "PRP RB VBD PRP VBD RB VBN IN DT NN .",
+    [("nsubj", 3, 1), ("advmod", 3, 2), ("ROOT", 0, 3), ("nsubj", 7, 4), ("aux", 7, 5),
+     ("advmod", 7, 6), ("ccomp", 3, 7), ("case", 10, 8), ("det", 10, 9), ("obl", 7, 10),
+     ("punct", 3, 11)],
+    [("He", "had never got into", "the business"), ("He", "wished", "he had never got business"),
+     ("He", "wished", "he had never got into business")], lemmas={"wished": "wish"})
+IF_RAINS = ud_sentence(
+    "If it rains , the game will be cancelled .", "IN PRP VBZ , DT NN MD VB VBN .",
+    [("mark", 3, 1), ("nsubj", 3, 2), ("advcl", 9, 3), ("punct", 9, 4), ("det", 6, 5),
+     ("nsubj:pass", 9, 6), ("aux", 9, 7), ("aux:pass", 9, 8), ("ROOT", 0, 9),
+     ("punct", 9, 10)],
+    [("The game", "will be", "cancelled")])
+
+
+@pytest.mark.parametrize("sentence,text,backbone", [
+    (NOT_ALL_OF, "Not all of the students passed the exam.", "Not all of students passed exam."),
+    (NOT_ALL, "Not all birds fly.", ""),
+    (NO_TRAIT, "This is no surprising trait for a ballplayer.",
+     "This is no surprising trait for ballplayer."),
+    (HARDLY, "Hardly anyone came to the meeting.", "Hardly anyone came to meeting."),
+    (FEW, "Few students are really so faceless that they cannot be remembered.", ""),
+    (WISHED, "He rather wished he had never got into the business.",
+     "He wished he had never got into business."),
+    (IF_RAINS, "If it rains, the game will be cancelled.", "If rains game will be cancelled."),
+])
+def test_issue_43_constructions_on_corenlp_parses(sentence, text, backbone):
+    """The same Ys as on spaCy's parse (tests/sifter/test_scope_constructions.py)."""
+    triples, parse = backbone_from_annotation({"sentences": [sentence]})
+    for seed in range(6):
+        assert choose_backbone(text, parse, triples, "random", row_rng(seed, "x"))[0] == backbone
+
+
 def test_missing_corenlp_names_corenlp_home(tmp_path, monkeypatch):
     monkeypatch.setenv("CORENLP_HOME", str(tmp_path / "nowhere"))
     with pytest.raises(FileNotFoundError, match="CORENLP_HOME.*stanza.install_corenlp"):
