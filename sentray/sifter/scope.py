@@ -9,7 +9,7 @@ An operator is a word that changes what the words under it assert. Three kinds:
   `UH`), the number sign ("a No. 43 hole") and the "not" of "not only ... but also";
 - a *downward-entailing* word: "hardly", "scarcely", "barely", "seldom", "rarely", and "few",
   "fewer", "little" as quantifiers (not after an article: "a few" and "the little house" say
-  nothing downward). Like a negation, it turns "more words" into "a stronger claim";
+  nothing downward; "very little" does). Like a negation, it turns "more words" into "a stronger claim";
 - an *embedding*: a verb of `EMBEDDING_LEMMAS` (wish, hope, doubt, deny, think, say, ...) over
   its clausal complement, or a subordinator "if", "unless", "whether", "lest" over its clause.
   The words under it are not stated as facts ("He wished he had never got into the business").
@@ -63,13 +63,15 @@ NEGATIONS = frozenset({"not", "n't", "no", "nor", "neither", "never", "none", "n
 NEGATION_CUES = NEGATIONS | {"without", "cannot"}
 NOMINAL_CUES = frozenset({"nobody", "nothing", "none", "nowhere", "noone"})
 CORRELATIVE_CUES = frozenset({"neither", "nor"})
+DETERMINER_CUES = frozenset({"no", "neither", "few", "fewer", "little"})  # negate their noun
 DOWNWARD_ADVERBS = frozenset({"hardly", "scarcely", "barely", "seldom", "rarely"})
 DOWNWARD_QUANTIFIERS = frozenset({"few", "fewer", "little"})
 DOWNWARD_WORDS = DOWNWARD_ADVERBS | DOWNWARD_QUANTIFIERS
 # Quantifiers: content words whatever their tag (a kept "all" is a claim), and the words a
 # negation passes to reach its noun ("not all birds", "not every member", "not many children")
 QUANTIFIER_WORDS = frozenset({"all", "any", "both", "each", "every", "many", "much", "most",
-                              "several", "some", "few", "fewer", "little", "half", "enough"})
+                              "several", "some", "few", "fewer", "little", "half", "enough",
+                              "more", "less"})
 # Verbs whose clausal complement is not stated as a fact (lemmas)
 EMBEDDING_LEMMAS = frozenset({
     "wish", "hope", "want", "doubt", "deny", "fear", "believe", "think", "suppose", "imagine",
@@ -119,7 +121,7 @@ def _label(parse: DependencyParse, position: int) -> str:
 
 def is_cue(parse: DependencyParse, position: int) -> bool:
     """A negation cue: a word of `NEGATION_CUES`, not an interjection, not "not only", not the
-    number sign "No. 43"."""
+    "or not" of "whether or not", not the number sign "No. 43"."""
     word = _word(parse, position)
     if word not in NEGATION_CUES or parse.tokens[position].tag == "UH":
         return False
@@ -127,6 +129,9 @@ def is_cue(parse: DependencyParse, position: int) -> bool:
     if word == "no" and following[:1] == ["."] and following[1:2] != [] \
             and following[1][:1].isdigit():
         return False
+    if word == "not" and position and _word(parse, position - 1) == "or" and any(
+            _word(parse, p) == "whether" for p in range(position)):
+        return False  # "whether or not": no claim is denied
     return not (word == "not" and following[:1] == ["only"])
 
 
@@ -138,7 +143,7 @@ def is_downward(parse: DependencyParse, position: int) -> bool:
         return parse.tokens[position].tag != "UH"
     if word not in DOWNWARD_QUANTIFIERS:
         return False
-    return position == 0 or _word(parse, position - 1) not in ARTICLES | {"quite", "very", "so"}
+    return position == 0 or _word(parse, position - 1) not in ARTICLES | {"quite"}
 
 
 def _nominal(parse: DependencyParse, position: int) -> bool:
@@ -163,10 +168,15 @@ def anchor(parse: DependencyParse, cue: int) -> int:
                    if c > cue and _label(parse, c).startswith("conj")]
         return brought[0] if brought else head
     # "not precisely into the room", "no longer", "no better excuse": the adverb's or the
-    # comparative's head; "not all birds" (UD hangs "not" on "all"): the quantifier's noun
+    # comparative's head; "not all birds" (UD hangs "not" on "all"), "not less than 0.5 mg":
+    # the quantifier's or the number's noun; "was not adapted" (spaCy hangs "not" on "was"):
+    # the auxiliary's verb; "is not decisive in everyday life": the copula's clause
     while parse.head(head) != head and (
             parse.tokens[head].tag.startswith(CLIMBED_TAGS)
-            or (_word(parse, head) in QUANTIFIER_WORDS and _is_noun(parse, parse.head(head)))):
+            or ((_word(parse, head) in QUANTIFIER_WORDS or parse.tokens[head].tag == "CD")
+                and _is_noun(parse, parse.head(head)))
+            or _label(parse, head).startswith(("aux", "cop"))
+            or (_label(parse, head) in ("acomp", "attr") and word not in DETERMINER_CUES)):
         head = parse.head(head)
     return head
 
