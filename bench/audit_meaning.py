@@ -247,6 +247,10 @@ def rates(labels: list[str]) -> dict:
                                                           2)} for name in LABELS}
 
 
+def rates_of(rows: list, total: int) -> dict:
+    return {"rows": len(rows), "percent": round(100 * len(rows) / max(total, 1), 2)}
+
+
 def read_rows(path: Path) -> dict[str, dict]:
     return {row["id"]: row for row in map(json.loads, path.read_text().splitlines())}
 
@@ -281,8 +285,15 @@ def summarise(before: dict[str, dict], after: dict[str, dict], args) -> dict:
                     for when in ("before", "after")},
         "sources": {when: dict(Counter(r[f"{when}_source"] for r in rows))
                     for when in ("before", "after")},
-        "reasons_after": dict(Counter(reason.split(" ")[0] for r in rows
-                                      for reason in r["after_reasons"]).most_common()),
+        # how much of X a backbone repeats: its words (by `tokens`) >= 70% of X's
+        "backbone_has_70_percent_of_x_words": {when: rates_of(
+            [r for r in rows if len([t for t in tokens(r[when]) if is_word(t)])
+             >= 0.7 * len([t for t in tokens(r["x"]) if is_word(t)]) and r[when]], len(rows))
+            for when in ("before", "after")},
+        # the first word of each reason: loses, drops, states, words (out of order), splits, no
+        "reasons": {when: dict(Counter(reason.split(" ")[0] for r in rows
+                                       for reason in r[f"{when}_reasons"]).most_common())
+                    for when in ("before", "after")},
         "sample": sorted(picked, key=lambda r: int(r["id"].rsplit(":", 1)[1])),
     }
 

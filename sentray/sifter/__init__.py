@@ -1,5 +1,7 @@
 """SIFTER's training views and the augmentation job that makes them: the Y and Z rules as pure
-functions (`positives`), the paper's corpus filter (`corpus_filter`), the parsers (`parsers`:
+functions (`positives`), Y's scope rule (`scope`: negations, downward-entailing words and
+embeddings, over `dependency_parse`, the one tree form of both parsers; `triple_words`: an OpenIE
+triple read as X's tokens), the paper's corpus filter (`corpus_filter`), the parsers (`parsers`:
 spaCy + triplet-extract's OpenIE; `corenlp`: Stanford CoreNLP through stanza), the job's config
 (`config`), its Ray Data callable class (`actor`) and the job itself (`job`, jobs/augment.py).
 

@@ -63,10 +63,9 @@ from sentray.sifter.scope import (
     OWN_SUBJECT,
     binds_article,
     carry_scopes,
-    drops_scope,
-    in_order,
     own_clause,
 )
+from sentray.sifter.triple_words import drops_scope, in_order
 
 # Penn Treebank tags Z deletes: coordinating conjunction, personal and possessive pronoun
 DELETED_TAGS = frozenset({"CC", "PRP", "PRP$"})
@@ -267,9 +266,9 @@ def choose_backbone(text: str, parse: DependencyParse, triples: Sequence[Triple]
                     choice: TripleChoice, rng: random.Random
                     ) -> tuple[str, Triple | None, BackboneSource]:
     """(backbone, triple, source) of sentence `text` with parse `parse`: an OpenIE triple that
-    keeps every operator's scope (`scope.drops_scope`), keeps X's order (`scope.in_order`) and
-    is not X repeated (`choose_triple` among them); else the dependency backbone (scopes
-    carried) unless it is X repeated; else none."""
+    keeps every operator's scope (`triple_words.drops_scope`), keeps X's order
+    (`triple_words.in_order`) and is not X repeated (`choose_triple` among them); else the
+    dependency backbone (scopes carried) unless it is X repeated; else none."""
     usable = [t for t in triples
               if not drops_scope(parse, (t.subject, t.relation, t.object))
               and in_order(parse, (t.subject, t.relation, t.object))

@@ -14,12 +14,8 @@ import pytest
 
 from sentray.sifter.dependency_parse import DependencyParse, DepToken
 from sentray.sifter.positives import Triple, augment, dependency_backbone, repeats, row_rng
-from sentray.sifter.scope import (
-    drops_scope,
-    missing_words,
-    triple_positions,
-    words,
-)
+from sentray.sifter.scope import missing_words, words
+from sentray.sifter.triple_words import drops_scope, triple_positions
 
 spacy = pytest.importorskip("spacy", reason="the openie extra is not installed")
 
