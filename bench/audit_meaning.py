@@ -6,11 +6,11 @@ OpenIE answered from the batch's parses, seed 0, the job's 1,000-character trunc
 seeded sample of the rows the job keeps, with whichever `sentray` is importable, and writes one
 JSON line per row (X, the backbone, its source). Run it twice, on the code before and after:
 
-    git worktree add /tmp/views-before 9804951      # main before issue 43
-    PYTHONPATH=/tmp/views-before nice -n 19 python bench/audit_meaning.py make \\
-        --rows 6000 --out /tmp/before.jsonl
-    nice -n 19 python bench/audit_meaning.py make --rows 6000 --out /tmp/after.jsonl
-    python bench/audit_meaning.py label /tmp/before.jsonl /tmp/after.jsonl \\
+    git worktree add out/views-before 9804951      # main before issue 43
+    PYTHONPATH=out/views-before nice -n 19 python bench/audit_meaning.py make \\
+        --rows 6000 --out out/before.jsonl
+    nice -n 19 python bench/audit_meaning.py make --rows 6000 --out out/after.jsonl
+    python bench/audit_meaning.py label out/before.jsonl out/after.jsonl \\
         --out bench/results/meaning-audit.json
 
 `label` labels every row's backbone entailed / not entailed / contradicts by the rubric of

@@ -23,9 +23,9 @@ batches that run would form), STS-B test Spearman x 100 (each peer's in its own 
 sentray's by its encoder at the run's precision; "–" where that fails) and the ratio of
 throughput to the fastest peer; then the goals, met or not.
 
-    bash bench/peer_venvs.sh    # once: /work/venvs/onnx and /work/venvs/openvino
-    python bench/bench_embed.py --sizes 10000,50000 --onnx-python /work/venvs/onnx/bin/python \
-        --ov-python /work/venvs/openvino/bin/python
+    bash bench/peer_venvs.sh    # once: out/peer-venvs/onnx and out/peer-venvs/openvino
+    python bench/bench_embed.py --sizes 10000,50000 --onnx-python out/peer-venvs/onnx/bin/python \
+        --ov-python out/peer-venvs/openvino/bin/python
     python bench/bench_embed.py --sizes 10000 --padding-only
 """
 

@@ -7,7 +7,7 @@
 #   openvino/  sentence-transformers 6.3 + optimum-intel[openvino,nncf] (transformers < 5.6):
 #              the OpenVINO static-int8 peer (--ov-python)
 #
-#   bash bench/peer_venvs.sh [FOLDER]     # default /work/venvs
+#   bash bench/peer_venvs.sh [FOLDER]     # default out/peer-venvs in the repository
 #
 # torch==2.13.0 is installed first and named again in the second step: it is the CPU wheel on
 # this machine's disk; any other torch (e.g. the 2.14.1 that the newest torchvision asks for) is a
@@ -17,7 +17,7 @@
 # down with it; only optimum-intel's visual-language models use it, so it is uninstalled again.
 set -euo pipefail
 
-ROOT="${1:-/work/venvs}"
+ROOT="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/out/peer-venvs}"
 TORCH="torch==2.13.0"
 declare -A PACKAGES=(
   [onnx]="sentence-transformers==5.7.0 optimum-onnx[onnxruntime]==0.1.0 transformers==4.57.6"

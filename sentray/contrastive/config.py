@@ -77,7 +77,7 @@ class TrainConfig:
     use_gpu: bool = False  # one GPU per worker
     # CPUs per worker, also its torch threads on CPU. Default: on a cluster the job starts itself
     # (no address), CPU training, this machine's CPUs shared by the workers (one worker of 1
-    # left a 2-core machine half idle: 71 min for the default run); else 1
+    # leaves a 2-core machine half idle: docs/results.md's default run, 6,797 s); else 1
     cpus_per_worker: float | None = None
     # autocast dtype: fp16 or bf16 on GPU; bf16 on CPU (native with AMX or AVX512-BF16)
     precision: Precision = "fp32"
