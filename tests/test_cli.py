@@ -93,3 +93,24 @@ def test_a_nested_default_does_not_fix_the_models_pooling(tmp_path, tiny_model_d
     assert embed.parse_config(["--model", str(model)])[0].encoder.pooling == "cls_before_pooler"
     evaluate = load_job("evaluate")
     assert evaluate.parse_config(["--model", str(model)])[0].encoder.pooling == "cls_before_pooler"
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_every_job_writes_with_output(name):
+    assert "output" in config_files.flat_fields(config_type(load_job(name)))
+
+
+@pytest.mark.parametrize("name", ["evaluate", "train_lstm"])
+def test_the_old_out_flag_is_accepted_with_a_notice(name, tmp_path, capsys):
+    """`--out` (evaluate and train_lstm before issue 44) is `--output`, with one line saying so;
+    an old _config.yaml's `out:` key too."""
+    job = load_job(name)
+    for flags in (["--out", str(tmp_path / "a")], [f"--out={tmp_path / 'a'}"]):
+        config, _ = job.parse_config(flags)
+        assert config.output == str(tmp_path / "a")
+        assert capsys.readouterr().err.strip() == "warning: --out is deprecated; use --output"
+    old = tmp_path / "old.yaml"
+    old.write_text(f"out: {tmp_path / 'b'}\n")
+    config, _ = job.parse_config(["--config", str(old)])
+    assert config.output == str(tmp_path / "b")
+    assert "out is deprecated; use output" in capsys.readouterr().err

@@ -587,7 +587,7 @@ def test_evaluate_job_reads_an_exported_models_pooling(tmp_path, tiny_model_dir,
     (model_dir / "sentray.json").write_text(json.dumps({"pooling": "cls_before_pooler"}))
     evaluate = load_job("evaluate")
     evaluate.main(["--model", str(model_dir), "--tasks", "STSB", "--data-dir", str(data_dir),
-                   "--out", str(tmp_path / "eval")])
+                   "--output", str(tmp_path / "eval")])
     config = json.loads((tmp_path / "eval" / "config.json").read_text())
     assert config["pooling"] == "cls_before_pooler"
 

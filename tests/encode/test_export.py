@@ -94,10 +94,10 @@ def test_evaluate_export_loads_in_sentence_transformers_and_back_in_sentray(
     flags = ["--tasks", "STSB,SICK-R", "--max-pairs", "30", "--data-dir", str(data_dir)]
     original = evaluate.main(["--model", str(tiny_model_dir), "--pooling", pooling,
                               *(["--head", head] if head else []), "--export-st",
-                              str(tmp_path / "st"), "--out", str(tmp_path / "a"), *flags])
+                              str(tmp_path / "st"), "--output", str(tmp_path / "a"), *flags])
     assert [m["type"] for m in json.loads((tmp_path / "st" / "modules.json").read_text())] == (
         modules)
-    reloaded = evaluate.main(["--model", str(tmp_path / "st"), "--out", str(tmp_path / "b"),
+    reloaded = evaluate.main(["--model", str(tmp_path / "st"), "--output", str(tmp_path / "b"),
                               *flags])
     # the same weights through the same code in one process: equal up to float rounding
     assert reloaded == pytest.approx(original, abs=1e-6)

@@ -57,7 +57,7 @@ def test_the_embed_job_looks_its_model_up_once(no_ray, lookups, tiny_model_dir, 
 
 def test_evaluate_looks_its_model_up_once(lookups, data_dir, tmp_path):
     load_job("evaluate").main(["--tasks", "STS12", "--max-pairs", "20", "--data-dir",
-                               str(data_dir), "--out", str(tmp_path)])
+                               str(data_dir), "--output", str(tmp_path)])
     assert lookups == Counter({"all-MiniLM-L6-v2": 1})
 
 

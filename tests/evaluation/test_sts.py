@@ -129,7 +129,7 @@ def test_evaluate_job_reproduces_sentence_transformers(data_dir, tmp_path):
     from sentray.encode.model_loading import resolve_model
 
     results = load_job("evaluate").main(["--pooling", "mean", "--data-dir", str(data_dir),
-                                         "--out", str(tmp_path), "--max-pairs", "100"])
+                                         "--output", str(tmp_path), "--max-pairs", "100"])
     assert json.loads((tmp_path / "results.json").read_text()) == pytest.approx(results)
     peer = SentenceTransformer(resolve_model("all-MiniLM-L6-v2").path, device="cpu")
     for task in senteval.TASKS:
@@ -146,7 +146,7 @@ def test_evaluate_job_reproduces_sentence_transformers(data_dir, tmp_path):
 def test_evaluate_job_searches_the_head_on_dev(data_dir, tmp_path):
     results = load_job("evaluate").main([
         "--pooling", "ditto", "--search-head", "--tasks", "STSBenchmark", "--max-pairs", "150",
-        "--data-dir", str(data_dir), "--out", str(tmp_path)])
+        "--data-dir", str(data_dir), "--output", str(tmp_path)])
     grid = json.loads((tmp_path / "head_grid.json").read_text())
     assert grid["split"] == "STSBenchmark dev"
     assert np.array(grid["grid"]).shape == (6, 12)  # all-MiniLM-L6-v2: 6 layers x 12 heads
@@ -170,5 +170,5 @@ def test_evaluate_job_searches_the_head_on_dev(data_dir, tmp_path):
 def test_search_head_needs_a_ditto_pooling(data_dir, tmp_path, exit_message):
     with pytest.raises(SystemExit) as info:
         load_job("evaluate").main(["--pooling", "mean", "--search-head",
-                                   "--data-dir", str(data_dir), "--out", str(tmp_path)])
+                                   "--data-dir", str(data_dir), "--output", str(tmp_path)])
     assert "--search-head chooses a Ditto head" in exit_message(info)

@@ -448,7 +448,7 @@ def test_accuracy_scores_every_row(tiny_data):
 
 
 def job_args(out: Path, model_dir: Path, data_dir: Path, *extra: str) -> list[str]:
-    return ["--model", str(model_dir), "--data-dir", str(data_dir), "--out", str(out),
+    return ["--model", str(model_dir), "--data-dir", str(data_dir), "--output", str(out),
             "--max-steps", "20", "--eval-steps", "10", "--limit-train", "320",
             "--limit-eval", "64", "--lr", "1e-3", "--seed", "5", *extra]
 
@@ -499,11 +499,11 @@ def test_ray_train_runs_the_same_loop(tmp_path, tiny_model_dir, data_dir, ray_cl
                 eval_steps=10, limit_train=320, limit_eval=64, lr=1e-3, seed=5, batch_size=16)
     # Exact: one thread here and in the worker (cpus_per_worker 1), the same kernels on the same
     # inputs in two processes of one machine.
-    plain = run_lstm(LSTMConfig(**base, out=str(tmp_path / "plain"), threads=1))
-    one = run_lstm(LSTMConfig(**base, out=str(tmp_path / "one"), workers=1, cpus_per_worker=1))
+    plain = run_lstm(LSTMConfig(**base, output=str(tmp_path / "plain"), threads=1))
+    one = run_lstm(LSTMConfig(**base, output=str(tmp_path / "one"), workers=1, cpus_per_worker=1))
     keys = ("dev_accuracy", "test_accuracy", "best_step", "history")
     assert {k: one[k] for k in keys} == {k: plain[k] for k in keys}
-    two = run_lstm(LSTMConfig(**base, out=str(tmp_path / "two"), workers=2))
+    two = run_lstm(LSTMConfig(**base, output=str(tmp_path / "two"), workers=2))
     assert two["steps"] == 20 and [r["step"] for r in two["history"]] == [10, 20]
     assert all(np.isfinite(r["loss"]) for r in two["history"])
     # the summary is the history's: its best step, and accuracies that are counts of 64 rows
