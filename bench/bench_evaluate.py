@@ -40,7 +40,7 @@ def main() -> None:
     spec.loader.exec_module(job)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
-        ours = job.main(["--pooling", "mean", "--data-dir", str(args.data_dir), "--out", out])
+        ours = job.main(["--pooling", "mean", "--data-dir", str(args.data_dir), "--output", out])
     ours_seconds = time.perf_counter() - started
 
     from sentence_transformers import SentenceTransformer

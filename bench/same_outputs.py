@@ -69,14 +69,14 @@ def jobs(work: Path) -> list[tuple[str, list[str], list[str]]]:
                         "--workers", "1", "--num-cpus", "4", "--data-dir", DATA], ["train"]),
         ("evaluate-trained", py + ["jobs/evaluate.py", "--model", f"{work}/train/best",
                                    "--tasks", "STS12,STSBenchmark", "--max-pairs", "200",
-                                   "--out", f"{work}/eval-trained", "--data-dir", DATA],
+                                   "--output", f"{work}/eval-trained", "--data-dir", DATA],
          ["eval-trained"]),
         ("evaluate-first-last", py + ["jobs/evaluate.py", "--pooling", "first_last_avg",
                                       "--tasks", "STS12,SICKRelatedness", "--max-pairs", "200",
-                                      "--out", f"{work}/eval-fl", "--data-dir", DATA],
+                                      "--output", f"{work}/eval-fl", "--data-dir", DATA],
          ["eval-fl"]),
         ("train-lstm", py + ["jobs/train_lstm.py", "--cell", "sifter", "--limit-train", "300",
-                             "--limit-eval", "100", "--max-steps", "6", "--out",
+                             "--limit-eval", "100", "--max-steps", "6", "--output",
                              f"{work}/lstm", "--data-dir", DATA], ["lstm"]),
     ]
 

@@ -32,6 +32,7 @@ from typing import Annotated, Any, Generic, TypeVar
 import tyro
 from tyro.constructors import ConstructorRegistry, PrimitiveConstructorSpec, PrimitiveTypeInfo
 
+from sentray.kit import config_files
 from sentray.kit.config_files import build_config, flat_fields, is_single_flag, read_config_file
 from sentray.kit.ray_quiet import quiet_libraries
 
@@ -75,6 +76,23 @@ class _Command(Generic[C]):
     verbose: Annotated[bool, tyro.conf.arg(aliases=("-v",)), tyro.conf.FlagCreatePairsOff] = False
 
 
+def renamed_flags(config_type: type, argv: list[str]) -> list[str]:
+    """`argv` with the old spellings of renamed flags replaced, each with a one-line notice on
+    stderr: `--out` of evaluate and train_lstm is `--output`, as in every other job."""
+    fields = flat_fields(config_type)
+    out = []
+    for arg in argv:
+        flag, equals, value = arg.partition("=")
+        new = config_files.RENAMED.get(flag[2:].replace("-", "_")) if flag.startswith("--") \
+            else None
+        if new is not None and new in fields and flag[2:] not in fields:
+            print(f"warning: {flag} is deprecated; use --{new.replace('_', '-')}",
+                  file=sys.stderr)
+            arg = f"--{new.replace('_', '-')}{equals}{value}"
+        out.append(arg)
+    return out
+
+
 def parse(config_type: type[C], argv: Sequence[str] | None, *, description: str,
           prog: str | None = None) -> tuple[C, bool]:
     """(config, verbose) from the command line `argv` (default: sys.argv[1:]), on top of the
@@ -89,6 +107,7 @@ def parse(config_type: type[C], argv: Sequence[str] | None, *, description: str,
                 if hint == bool | None]
     rest = [f"--{arg[5:]}=false" if arg.startswith("--no-") and arg[5:] in switches else arg
             for arg in rest]  # --no-mlp: the usual spelling of --mlp false
+    rest = renamed_flags(config_type, rest)
     try:
         default = None
         if known.config:
@@ -203,10 +222,10 @@ worker restarts the group from there too (up to --max-failures times)."""),
         ("cell", "seed", "dev_accuracy", "test_accuracy", "best_step", "steps", "seconds"),
         """SIFTER-LSTM or the LSTM baseline on SST-2: WordPiece embeddings from a pretrained encoder, one
 LSTM layer, dev accuracy every --eval-steps, the best step (by dev) scored on test. Writes
-OUT/metrics.json (dev_accuracy, test_accuracy, best_step, history, ...).
+OUTPUT/metrics.json (dev_accuracy, test_accuracy, best_step, history, ...).
 
-    python jobs/train_lstm.py --cell sifter --data-dir ../shared/data --out out/lstm/sifter-1
-    python jobs/train_lstm.py --cell lstm --data-dir ../shared/data --out out/lstm/lstm-1
+    python jobs/train_lstm.py --cell sifter --data-dir ../shared/data --output out/lstm/sifter-1
+    python jobs/train_lstm.py --cell lstm --data-dir ../shared/data --output out/lstm/lstm-1
     python jobs/train_lstm.py --cell sifter --workers 2          # Ray Train, 2 CPU workers (DDP)
 
 SIFTER forces the input gate to 1 on sentiment words: VADER lexicon entries with |valence| >=

@@ -19,7 +19,7 @@ for seed in 1 2 3; do
     # a finished run (metrics.json written) is kept, so a stopped experiment resumes
     [ -f "$run/metrics.json" ] && continue
     python jobs/train_lstm.py --cell "$cell" --seed "$seed" --epochs "$EPOCHS" --lr "$LR" \
-      --data-dir "$DATA" --out "$run" --threads 1 > "$run.log" 2>&1 &
+      --data-dir "$DATA" --output "$run" --threads 1 > "$run.log" 2>&1 &
   done
   wait
 done

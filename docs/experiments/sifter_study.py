@@ -96,7 +96,7 @@ def run_one(run: Run, args) -> dict:
         seconds = time.perf_counter() - started
         with open(folder / "eval.log", "w") as log:
             subprocess.run([sys.executable, str(ROOT / "jobs" / "evaluate.py"), "--model",
-                            str(folder / "best"), "--data-dir", args.data_dir, "--out",
+                            str(folder / "best"), "--data-dir", args.data_dir, "--output",
                             str(folder / "eval"), *shlex.split(args.eval_flags)],
                            check=True, stdout=log, stderr=subprocess.STDOUT)
         (folder / "wall.json").write_text(json.dumps({"train_seconds": round(seconds, 1)}))
@@ -206,7 +206,8 @@ def keep_untrained_records(args) -> None:
         if not args.no_untrained and not (folder / "results.json").is_file():
             subprocess.run([sys.executable, str(ROOT / "jobs" / "evaluate.py"), "--model",
                             args.model, "--pooling", pooling, "--data-dir", args.data_dir,
-                            "--out", str(folder), *shlex.split(args.eval_flags)], check=True)
+                            "--output", str(folder), *shlex.split(args.eval_flags)],
+                           check=True)
         if (folder / "results.json").is_file():
             (Path(args.records) / folder.name).mkdir(parents=True, exist_ok=True)
             shutil.copyfile(folder / "results.json",

@@ -17,7 +17,7 @@ class EvaluateConfig:
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     tasks: str = "all"  # comma-separated, from STS12, ..., STSBenchmark, SICKRelatedness
     data_dir: str | None = None  # SentEval data/downstream folder (default: $SENTRAY_DATA_DIR)
-    out: str = "out/evaluate"  # folder for results.json (and the head grid)
+    output: str = "out/evaluate"  # folder for results.json (and the head grid); was --out
     search_head: bool = False  # score every layer-head on STS-B dev, keep the best, then evaluate
     # score each task (and the head search) on its first N pairs only: a quick check of a
     # set-up, not the tasks' scores

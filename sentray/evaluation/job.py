@@ -25,7 +25,7 @@ def run_evaluation(config: EvaluateConfig) -> dict[str, float]:
     config = config.resolved()
     tasks = senteval.parse_tasks(config.tasks)
     senteval.resolve_data_dir(config.data_dir)  # fail before loading any model
-    out = Path(config.out)
+    out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
     encoder_config, extra = config.encoder, {}
     if config.search_head:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import types
 import typing
 from typing import Annotated, Any, Literal
@@ -100,6 +101,10 @@ def flat_values(config: Any) -> dict[str, Any]:
     return values
 
 
+# old flag names -> new ones, accepted with a deprecation notice (sentray.cli.renamed_flags)
+RENAMED = {"out": "output"}
+
+
 def read_config_file(config_type: type, path: str) -> dict[str, Any]:
     """The flat {flag: value} of a YAML config file, keys checked against the config's flags;
     SystemExit naming the file and the problem otherwise."""
@@ -118,6 +123,10 @@ def read_config_file(config_type: type, path: str) -> dict[str, Any]:
     checked = {}
     for key, value in values.items():
         name = str(key).replace("-", "_")
+        if name not in fields and RENAMED.get(name) in fields:  # an old file: `out: ...`
+            print(f"warning: --config {path}: {key} is deprecated; use {RENAMED[name]}",
+                  file=sys.stderr)
+            name = RENAMED[name]
         if name not in fields:
             raise SystemExit(f"error: --config {path}: unknown option {key!r}; the options are "
                              f"{', '.join(sorted(fields))}")

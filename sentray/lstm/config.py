@@ -25,7 +25,7 @@ class LSTMConfig:
     # SentEval folder with SST/binary/sentiment-{train,dev,test}, or a folder holding senteval/
     # (default: $SENTRAY_DATA_DIR)
     data_dir: str | None = None
-    out: str = "out/lstm"  # writes OUT/metrics.json (and OUT/_config.yaml)
+    output: str = "out/lstm"  # writes OUTPUT/metrics.json (and OUTPUT/_config.yaml); was --out
     lexicon_threshold: float = lexicon.DEFAULT_THRESHOLD  # |VADER valence| of a sentiment word
     batch_size: int = 32  # global: split evenly over the workers
     lr: float = 1e-5  # Adam

@@ -28,7 +28,7 @@ def _train_on_ray(config: LSTMConfig, data: LSTMData) -> dict:
     result = ray_train.fit(
         train_loop_per_worker, lambda: LSTMLoopConfig(config, ray.put(data)), config,
         name=f"lstm-{config.cell}-seed{config.seed}",
-        storage_path=str((Path(config.out) / "ray").resolve()))
+        storage_path=str((Path(config.output) / "ray").resolve()))
     if not result.return_value:
         raise RuntimeError("Ray Train returned no metrics from rank 0")
     return result.return_value
@@ -42,7 +42,7 @@ def run_lstm(config: LSTMConfig) -> dict:
         raise ValueError("use_gpu is set but torch sees no CUDA GPU; drop --use-gpu")
     data = prepare_data(config)
     step_plan(config, len(data.train))  # fewer rows than a batch fails here
-    config_files.write_config(config, config.out, job="train_lstm")
+    config_files.write_config(config, config.output, job="train_lstm")
     if config.workers == 0:
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -55,7 +55,7 @@ def run_lstm(config: LSTMConfig) -> dict:
                "train_rows": len(data.train), "dev_rows": len(data.dev),
                "test_rows": len(data.test), "seconds": round(time.perf_counter() - started, 1),
                "config": config_files.as_record(config)}
-    out = Path(config.out)
+    out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     return metrics
