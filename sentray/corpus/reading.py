@@ -14,7 +14,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sentray.corpus.sources import INVALID_UTF8, CorpusConfig, Source, decode_lines
+from sentray.corpus.sources import (
+    CorpusConfig,
+    Source,
+    decode_lines,
+    decode_utf8,
+    is_text_type,
+)
 
 # Columns of every block the reader emits (id's type follows the id column when one is given).
 RECORD_COLUMNS = ("id", "text", "read_error", "source", "row", "source_rows")
@@ -48,22 +54,11 @@ def _text_column(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
     column = column.combine_chunks()
     if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+    if is_text_type(column.type):
         return column.cast(pa.string()), pa.nulls(len(column), pa.string())
     if pa.types.is_null(column.type):
         return pa.nulls(len(column), pa.string()), pa.nulls(len(column), pa.string())
-    texts, errors = [], []
-    for value in column.to_pylist():
-        if value is None:
-            texts.append(None)
-            errors.append(None)
-            continue
-        try:
-            texts.append(value.decode("utf-8"))
-            errors.append(None)
-        except UnicodeDecodeError:
-            texts.append(None)
-            errors.append(INVALID_UTF8)
+    texts, errors = decode_utf8(column.to_pylist())
     return pa.array(texts, pa.string()), pa.array(errors, pa.string())
 
 

@@ -11,7 +11,7 @@ import logging
 import posixpath
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
@@ -130,8 +130,8 @@ def _check_parquet(source: Source, config: CorpusConfig) -> Source:
     text_type = schema.field(config.text_column).type
     if pa.types.is_dictionary(text_type):
         text_type = text_type.value_type
-    if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)
-            or pa.types.is_binary(text_type) or pa.types.is_large_binary(text_type)
+    if not (is_text_type(text_type) or pa.types.is_binary(text_type)
+            or pa.types.is_large_binary(text_type) or pa.types.is_binary_view(text_type)
             or pa.types.is_null(text_type)):
         raise ValueError(f"{source.uri}: text column {config.text_column!r} has type "
                          f"{text_type}, expected a string column")
@@ -234,6 +234,12 @@ def unique_names(sources: Sequence[Source]) -> list[Source]:
             for source in sources]
 
 
+def is_text_type(arrow_type: pa.DataType) -> bool:
+    """A string column's type: string, large_string or string_view (Arrow's three)."""
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) \
+        or pa.types.is_string_view(arrow_type)
+
+
 def decode_lines(data: bytes) -> tuple[list[str | None], list[str | None]]:
     """Split a text file's bytes into lines on "\\n" only (a trailing newline ends the last line,
     "\\r\\n" is accepted) and decode each as UTF-8. Returns (texts, read_errors): an undecodable
@@ -243,13 +249,18 @@ def decode_lines(data: bytes) -> tuple[list[str | None], list[str | None]]:
     raw_lines = data.split(b"\n")
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
+    return decode_utf8(raw[:-1] if raw.endswith(b"\r") else raw for raw in raw_lines)
+
+
+def decode_utf8(values: Iterable[bytes | None]) -> tuple[list[str | None], list[str | None]]:
+    """Each value decoded as UTF-8: (texts, read_errors), an undecodable value None with the
+    error INVALID_UTF8, a None value None with no error. The one decoder of text files' lines
+    and Parquet's binary text columns."""
     texts: list[str | None] = []
     errors: list[str | None] = []
-    for raw in raw_lines:
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
+    for value in values:
         try:
-            texts.append(raw.decode("utf-8"))
+            texts.append(None if value is None else value.decode("utf-8"))
             errors.append(None)
         except UnicodeDecodeError:
             texts.append(None)

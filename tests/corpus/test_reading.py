@@ -213,12 +213,23 @@ def test_non_string_text_column(tmp_path, values, type_name):
     assert f"has type {type_name}" in str(info.value)
 
 
-@pytest.mark.parametrize("values", [pa.array(["a"], pa.large_string()), pa.array([b"a"]),
-                                    pa.array([b"a"], pa.large_binary()), pa.nulls(1)],
-                         ids=["large_string", "binary", "large_binary", "null"])
+@pytest.mark.parametrize("values", [pa.array(["a", None], pa.large_string()),
+                                    pa.array(["a", None], pa.string_view()),
+                                    pa.array(["a", None]).dictionary_encode(),
+                                    pa.array([b"a", None]), pa.array([b"a", None], pa.large_binary()),
+                                    pa.array([b"a", None], pa.binary_view()), pa.nulls(2)],
+                         ids=["large_string", "string_view", "dictionary", "binary",
+                              "large_binary", "binary_view", "null"])
 def test_accepted_text_column_types(tmp_path, values):
+    """Every Arrow string and binary type is read as text (issue 44: string_view was refused)."""
     path = write_parquet(tmp_path / "a.parquet", pa.table({"text": values}))
-    assert discover_sources(CorpusConfig(input=str(path)))[0].num_rows == 1
+    config = CorpusConfig(input=str(path))
+    [source] = discover_sources(config)
+    assert source.num_rows == 2
+    [block] = read_parquet_source(source, [0], 0, config)
+    expected = [None, None] if pa.types.is_null(values.type) else ["a", None]
+    assert block.column("text").to_pylist() == expected
+    assert block.column("read_error").to_pylist() == [None, None]
 
 
 def test_id_column_with_text_input(tmp_path):
