@@ -1,5 +1,5 @@
 """The embedding job on a local autoscaling cluster, and on fixed clusters of 1, 2 and 3 worker
-nodes, on this machine (`sentray.kit.autoscaling_cluster`: cluster.yaml's CPU worker type scaled
+nodes, on this machine (`sentray.testing.autoscaling_cluster`: cluster.yaml's CPU worker type scaled
 down, a head that takes no work, Ray's autoscaler and fake multi-node provider).
 
 1. Autoscaled: `jobs/embed.py --actors 1-3 --shared-paths` submitted through the Jobs API to a
@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sentray.kit.autoscaling_cluster import LocalAutoscalingCluster
-from sentray.kit.cluster_timeline import ClusterTimeline
-from sentray.kit.cluster_types import LocalNodeTypes
+from sentray.testing.autoscaling_cluster import LocalAutoscalingCluster
+from sentray.testing.cluster_timeline import ClusterTimeline
+from sentray.testing.cluster_types import LocalNodeTypes
 
 ROOT = Path(__file__).resolve().parents[1]
 BROWN = ROOT.parent / "shared/data/corpus/brown.txt"

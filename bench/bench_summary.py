@@ -24,7 +24,6 @@ import argparse
 import json
 import logging
 import os
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +34,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the loopback S3 proxy the fault tests use
 
 from sentray.corpus import part_files  # noqa: E402
 from sentray.corpus.source_runs import source_runs  # noqa: E402
@@ -118,7 +116,8 @@ def measure(store: str, folder: storage.Location, parts: int,
 def s3_stores(parts: int) -> list[dict]:
     import boto3
     from moto.server import ThreadedMotoServer
-    from s3_fault_proxy import FaultProxy, Faults
+
+    from sentray.testing.s3_fault_proxy import FaultProxy, Faults
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's line per request
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",

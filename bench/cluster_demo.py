@@ -2,10 +2,10 @@
 it the way users submit jobs, the worker nodes printed as they come and go, the cluster torn
 down.
 
-The cluster is cluster.yaml's, scaled down (`sentray.kit.cluster_types.LocalNodeTypes`): a head
+The cluster is cluster.yaml's, scaled down (`sentray.testing.cluster_types.LocalNodeTypes`): a head
 with no CPU for work, the CPU and GPU worker types from min_workers 0, launched and removed by
 Ray's own autoscaler through its fake multi-node provider, every process on 127.0.0.1 and ended
-by this script alone (`sentray.kit.autoscaling_cluster`; never `ray stop`, which would end
+by this script alone (`sentray.testing.autoscaling_cluster`; never `ray stop`, which would end
 every Ray on the machine). The job: the bundled 1,000-sentence sample (or --input) through
 `jobs/embed.py --actors 1-3 --shared-paths` (one machine's disk is shared by its fake nodes).
 
@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from sentray.kit.autoscaling_cluster import LocalAutoscalingCluster
-from sentray.kit.cluster_timeline import ClusterTimeline
-from sentray.kit.cluster_types import LocalNodeTypes
+from sentray.testing.autoscaling_cluster import LocalAutoscalingCluster
+from sentray.testing.cluster_timeline import ClusterTimeline
+from sentray.testing.cluster_types import LocalNodeTypes
 
 ROOT = Path(__file__).resolve().parents[1]
 

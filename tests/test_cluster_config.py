@@ -126,7 +126,7 @@ def test_local_node_types_are_cluster_yamls_scaled_down(config: dict[str, Any]) 
     """The local autoscaling cluster of the long tier, the demo and the bench: cluster.yaml's
     worker types, their CPUs scaled (m5.4xlarge's 16 vCPUs -> 2, g5.xlarge's 4 -> 1), the GPU
     kept, min_workers as written, max_workers capped; its config passes Ray's validator."""
-    from sentray.kit.cluster_types import HEAD_TYPE, LocalNodeTypes
+    from sentray.testing.cluster_types import HEAD_TYPE, LocalNodeTypes
 
     local = LocalNodeTypes.from_cluster_yaml(CLUSTER_YAML, cpus_per_worker=2, max_workers=2)
     assert local.head == {"CPU": 0.0}
@@ -145,7 +145,7 @@ def test_local_node_types_are_cluster_yamls_scaled_down(config: dict[str, Any]) 
 
 
 def test_an_unknown_instance_type_says_what_to_add(tmp_path, config: dict[str, Any]) -> None:
-    from sentray.kit.cluster_types import LocalNodeTypes
+    from sentray.testing.cluster_types import LocalNodeTypes
 
     config["available_node_types"]["cpu_worker"]["node_config"]["InstanceType"] = "x9.huge"
     path = tmp_path / "cluster.yaml"

@@ -149,3 +149,12 @@ def test_the_command_line_and_every_config_load_without_torch():
     """`sentray <job> --help` and a bad flag answer without importing torch (seconds)."""
     assert _torch_loaded_by("import sentray.cli; [j._load(j.config) for j in "
                             "sentray.cli.JOBS.values()]") == "[]"
+
+
+def test_no_product_module_imports_the_test_machinery():
+    """sentray.testing (the fake clusters, the misbehaving S3) serves tests, the demo and the
+    bench only: no other module of the package imports it."""
+    users = [f"{name} imports {imported}" for name, path in MODULES.items()
+             if not name.startswith("sentray.testing") for imported in imports_of(path)
+             if imported == "sentray.testing" or imported.startswith("sentray.testing.")]
+    assert users == []

@@ -29,9 +29,9 @@ import pyarrow.dataset as pads
 import pytest
 from conftest import ROOT
 
-from sentray.kit.autoscaling_cluster import LocalAutoscalingCluster
-from sentray.kit.cluster_timeline import ClusterTimeline
-from sentray.kit.cluster_types import LocalNodeTypes
+from sentray.testing.autoscaling_cluster import LocalAutoscalingCluster
+from sentray.testing.cluster_timeline import ClusterTimeline
+from sentray.testing.cluster_types import LocalNodeTypes
 
 pytestmark = [pytest.mark.long, pytest.mark.ray, pytest.mark.slow]
 

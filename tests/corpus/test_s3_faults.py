@@ -9,9 +9,9 @@ import boto3
 import pyarrow.dataset as pads
 import pytest
 from conftest import load_job
-from s3_fault_proxy import FaultProxy, Faults
 
 from sentray.kit import storage
+from sentray.testing.s3_fault_proxy import FaultProxy, Faults
 
 ROWS = 300
 

@@ -1,4 +1,4 @@
-"""`ClusterTimeline`: what a local autoscaling cluster (`sentray.kit.autoscaling_cluster`) does
+"""`ClusterTimeline`: what a local autoscaling cluster (`sentray.testing.autoscaling_cluster`) does
 while a job runs, sampled every `every` seconds from outside the job (Ray's state API over the
 head's HTTP address, and a rows-written count): the worker nodes alive by type, the actors of a
 pool and where they run, the rows written. The cluster demo prints its node events as they

@@ -13,7 +13,7 @@ here: the installed wheel does not ship the provider's example.yaml (the whole c
 here), the provider dials port 6379 unless `provider.gcs_address` says otherwise, and without
 `--node-ip-address 127.0.0.1` on the head a submitted job's driver dials the machine's external
 address (this machine must only ever talk to loopback). Two more of its own: each fake node
-unpacks a job's working dir into a folder of its own (`sentray.kit.local_node_provider` says
+unpacks a job's working dir into a folder of its own (`sentray.testing.local_node_provider` says
 why), and the cluster uses token authentication with a token of its own.
 """
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sentray.kit.cluster_types import HEAD_TYPE, NODE_TYPE_LABEL, LocalNodeTypes
+from sentray.testing.cluster_types import HEAD_TYPE, NODE_TYPE_LABEL, LocalNodeTypes
 
 logger = logging.getLogger(__name__)
 

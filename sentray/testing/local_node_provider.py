@@ -8,7 +8,7 @@ again when its own node stops using it. With one shared folder, a node that join
 mid-job deletes the files under the actors that another node is starting: seen here as
 "Intel oneMKL FATAL ERROR: Cannot load .../libtorch_cpu.so" in a starting actor (its working
 folder gone), the actor restarted. On a real cluster every node has its own disk. Named in the
-autoscaling config as `provider: {type: external, module: sentray.kit.local_node_provider.
+autoscaling config as `provider: {type: external, module: sentray.testing.local_node_provider.
 LocalNodeProvider}`; the autoscaler imports it in its own process on the head.
 """
 

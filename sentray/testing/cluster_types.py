@@ -1,6 +1,6 @@
 """`LocalNodeTypes`: the node types of a Ray cluster launcher config (cluster.yaml), scaled down so
 that a local autoscaling cluster of them fits one small machine, and written as the whole config
-of Ray's fake multi-node provider (`sentray.kit.autoscaling_cluster`).
+of Ray's fake multi-node provider (`sentray.testing.autoscaling_cluster`).
 
 What is kept from cluster.yaml: the worker types' names, `min_workers`, their GPUs (the resource
 the autoscaler sees: a fake GPU node has no CUDA device, only the GPU it advertises), the head's
@@ -27,8 +27,8 @@ INSTANCE_SHAPES: dict[str, tuple[int, int]] = {
 }
 NODE_TYPE_LABEL = "sentray-node-type"  # a label on every worker node: the type it was launched as
 HEAD_TYPE = "ray.head.default"  # the name the fake provider gives the head's type
-# sentray.kit.local_node_provider's class (a name: the autoscaler imports it on the head)
-LOCAL_PROVIDER = "sentray.kit.local_node_provider.LocalNodeProvider"
+# sentray.testing.local_node_provider's class (a name: the autoscaler imports it on the head)
+LOCAL_PROVIDER = "sentray.testing.local_node_provider.LocalNodeProvider"
 
 
 @dataclass(frozen=True)
