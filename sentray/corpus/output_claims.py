@@ -17,7 +17,6 @@ import logging
 import os
 import posixpath
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ import pyarrow.fs as pafs
 
 from sentray.corpus import part_files
 from sentray.kit import storage
+from sentray.kit.repeating import Repeating
 from sentray.kit.settings_record import (
     SETTINGS_FILE,
     differences,
@@ -119,8 +119,7 @@ class RunClaim:
         self.run = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         self.location = output.join(RUNS_FOLDER, f"{self.run}.json")
         self.started = time.time()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._heartbeat: Repeating | None = None
 
     def claims(self) -> list[Claim]:
         folder = self.output.join(RUNS_FOLDER)
@@ -172,8 +171,7 @@ class RunClaim:
             if (other.started, other.run) < (self.started, self.run):
                 self._release()
                 self._refuse(other)
-        self._thread = threading.Thread(target=self._keep_alive, name="RunClaim", daemon=True)
-        self._thread.start()
+        self._heartbeat = Repeating("RunClaim", self._keep_alive, HEARTBEAT_S).start()
         return self
 
     def _beat(self) -> None:
@@ -182,12 +180,10 @@ class RunClaim:
                                     "heartbeat": time.time(), "digest": self.digest})
 
     def _keep_alive(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
-            try:
-                self._beat()
-            except OSError as exc:  # a storage hiccup: the next beat tries again
-                logger.warning("could not refresh this run's claim on %s: %s",
-                               self.output.uri, exc)
+        try:
+            self._beat()
+        except OSError as exc:  # a storage hiccup: the next beat tries again
+            logger.warning("could not refresh this run's claim on %s: %s", self.output.uri, exc)
 
     def _release(self) -> None:
         """Delete this run's claim, and the claims folder when no other run holds one."""
@@ -200,7 +196,6 @@ class RunClaim:
             pass
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         self._release()

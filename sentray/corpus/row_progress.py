@@ -6,7 +6,6 @@ part names the job writes (`sentray.corpus.part_files`), so it needs nothing fro
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Sequence
 
@@ -14,6 +13,7 @@ from sentray.corpus.source_runs import parts_of
 from sentray.corpus.sources import Source, estimate_rows
 from sentray.kit import storage
 from sentray.kit.progress_bars import on_terminal
+from sentray.kit.repeating import Repeating
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +36,8 @@ class RowProgress:
         self.every, self.poll = every, poll
         self.done = 0
         self._finished: dict[str, int] = {}  # source key -> rows, once all are written
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop: Repeating | None = None
+        self._last_line = 0.0
         self._bar = None
         self._started = time.monotonic()
 
@@ -67,22 +67,20 @@ class RowProgress:
 
             self._bar = tqdm(total=self.total, unit="rows", dynamic_ncols=True,
                              desc="rows" if self.exact else "rows (estimated total)")
-        self._started = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="RowProgress", daemon=True)
-        self._thread.start()
+        self._started = self._last_line = time.monotonic()
+        self._loop = Repeating("RowProgress", self._poll, self.poll).start()
         return self
 
-    def _run(self) -> None:
-        last_line, wait = time.monotonic(), self.poll
-        while not self._stop.wait(wait):
-            listed = time.monotonic()
-            self._update()
-            now = time.monotonic()
-            # listing never takes more than a tenth of the time (S3 LISTs at a million parts)
-            wait = max(self.poll, 10 * (now - listed))
-            if self._bar is None and now - last_line >= self.every:
-                logger.info("%s", self.line(now - self._started))
-                last_line = now
+    def _poll(self) -> float:
+        """One poll; the seconds to the next: listing never takes more than a tenth of the time
+        (S3 LISTs at a million parts)."""
+        listed = time.monotonic()
+        self._update()
+        now = time.monotonic()
+        if self._bar is None and now - self._last_line >= self.every:
+            logger.info("%s", self.line(now - self._started))
+            self._last_line = now
+        return max(self.poll, 10 * (now - listed))
 
     def _update(self) -> None:
         try:
@@ -96,9 +94,8 @@ class RowProgress:
         self.done = done
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._loop is not None:
+            self._loop.stop()
         self._update()
         if self._bar is not None:
             self._bar.close()

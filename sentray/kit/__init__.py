@@ -1,8 +1,9 @@
 """The shared kit every program uses: local and S3 paths (`storage`), YAML config files
 (`config_files`), config checks (`validation`), progress bars (`progress_bars`), connecting to
-or starting Ray (`ray_cluster`) and keeping Ray's internals out of a job's output
-(`ray_quiet`); paths that work across nodes (`cluster_paths`). The local autoscaling cluster
-of the long tests and the bench is in `sentray.testing`.
+or starting Ray (`ray_cluster`) and keeping Ray's internals out of a job's output (`ray_quiet`);
+paths that work across nodes (`cluster_paths`); a function called every few seconds on a thread
+of its own (`repeating`); a run's settings record (`settings_record`). The local autoscaling
+cluster of the long tests and the bench is in `sentray.testing`.
 
 May import: nothing else in sentray.
 """

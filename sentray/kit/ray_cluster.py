@@ -19,11 +19,11 @@ import os
 import signal
 import socket
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from sentray.kit.ray_quiet import private_hook, quiet_ray
+from sentray.kit.repeating import Repeating
 
 logger = logging.getLogger(__name__)
 
@@ -180,16 +180,15 @@ class ClusterWatch:
 
     def __init__(self, resume_hint: str, *, every: float = 2.0, grace: float = 10.0) -> None:
         self.resume_hint, self.every, self.grace = resume_hint, every, grace
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop: Repeating | None = None
+        self._silent_since: float | None = None
         self.address: str | None = None
 
     def __enter__(self) -> ClusterWatch:
         import ray
 
         self.address = ray.get_runtime_context().gcs_address
-        self._thread = threading.Thread(target=self._run, name="ClusterWatch", daemon=True)
-        self._thread.start()
+        self._loop = Repeating("ClusterWatch", self._check, self.every).start()
         return self
 
     def _answers(self) -> bool:
@@ -200,23 +199,20 @@ class ClusterWatch:
         except OSError:
             return False
 
-    def _run(self) -> None:
-        silent_since = None
-        while not self._stop.wait(self.every):
-            if self._answers():
-                silent_since = None
-                continue
-            silent_since = silent_since or time.monotonic()
-            if time.monotonic() - silent_since >= self.grace:
-                logger.error("the Ray cluster at %s is gone: its head node has not answered for "
-                             "%.0f s. %s", self.address, self.grace, self.resume_hint)
-                logging.shutdown()
-                os._exit(HEAD_LOST_EXIT)
+    def _check(self) -> None:
+        if self._answers():
+            self._silent_since = None
+            return
+        self._silent_since = self._silent_since or time.monotonic()
+        if time.monotonic() - self._silent_since >= self.grace:
+            logger.error("the Ray cluster at %s is gone: its head node has not answered for "
+                         "%.0f s. %s", self.address, self.grace, self.resume_hint)
+            logging.shutdown()
+            os._exit(HEAD_LOST_EXIT)
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._loop is not None:
+            self._loop.stop()
 
 
 HEAD_LOST_EXIT = 75  # EX_TEMPFAIL: try again (on a new cluster)
