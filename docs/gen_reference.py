@@ -201,7 +201,7 @@ def job_page(name: str) -> str:
     lines += [f"Run it as `python jobs/{name}.py [flags]` or `sentray {name} [flags]`. In a "
               "`--config FILE.yaml` each flag is a key: its name without the dashes, `_` for "
               "`-`; a switch takes `true` or `false` there. "
-              "[Every job's command line](../getting-started.md#every-jobs-command-line) says "
+              "[Flags and config files](../getting-started.md#flags-and-config-files) says "
               "more.", ""]
     for group in groups:
         module = group.source.rsplit(".", 1)[0]
