@@ -12,6 +12,7 @@ fp32 against bf16 autocast (1 worker x 2 CPUs): what bf16 gains where the CPU ru
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 import torch
 
 from sentray.cli import setup_logging
-from sentray.contrastive.config import TrainConfig
+from sentray.contrastive.config import TrainConfig, TrainEncoderConfig
 from sentray.contrastive.epoch_order import EpochOrder
 from sentray.contrastive.job import run_training
 from sentray.contrastive.losses import objective_loss
@@ -33,7 +34,7 @@ from sentray.contrastive.model import build_model, encode_views
 from sentray.contrastive.objectives import objective_views
 from sentray.contrastive.optimizer import adamw, clipped_step
 from sentray.contrastive.view_tokens import tokenize_batch
-from sentray.encode.model_loading import DEFAULT_MODEL, load_tokenizer, resolve_model
+from sentray.encode.model_loading import DEFAULT_MODEL, load_tokenizer
 from sentray.kit import storage
 
 
@@ -53,15 +54,17 @@ def plain_loop(config: TrainConfig, steps: int, threads: int) -> float:
     """The same model, tokenization, loss and optimizer in one process: seconds per step."""
     torch.set_num_threads(threads)
     torch.manual_seed(config.seed)
-    model = build_model(config).train()
-    tokenizer = load_tokenizer(config.resolved_model)
+    model = build_model(config.encoder, dropout=config.dropout, mlp=config.mlp,
+                        mlp_init=config.mlp_init).train()
+    tokenizer = load_tokenizer(config.encoder.resolved_model)
     optimizer = adamw(model, config.lr, config.weight_decay)
     batches = first_batches(config, steps)
     times = []
     for batch in batches:
         started = time.perf_counter()
         groups = tokenize_batch(tokenizer, batch, config.objective,
-                                slice(0, config.batch_size), config.max_length, config.lambdas)
+                                slice(0, config.batch_size), config.encoder.max_length,
+                                config.lambdas)
         views = encode_views(model, groups, objective_views(config.objective, config.lambdas),
                              config.batch_size)
         loss = objective_loss(config.objective, views, config.lambdas)
@@ -72,10 +75,10 @@ def plain_loop(config: TrainConfig, steps: int, threads: int) -> float:
 
 def ray_train(config: TrainConfig, output: str, workers: int, cpus: float,
               precision: str = "fp32") -> float:
-    summary = run_training(TrainConfig(**{**config.__dict__, "output": output,
-                                          "workers": workers, "cpus_per_worker": cpus,
-                                          "precision": precision,
-                                          "name": f"bench-{workers}x{cpus:g}-{precision}"}))
+    summary = run_training(dataclasses.replace(
+        config, output=output, name=f"bench-{workers}x{cpus:g}-{precision}",
+        encoder=dataclasses.replace(config.encoder, precision=precision),
+        cluster=dataclasses.replace(config.cluster, workers=workers, cpus_per_worker=cpus)))
     return float(summary["history"][-1]["seconds_per_step"])
 
 
@@ -91,8 +94,8 @@ def sentence_transformers_mnrl(config: TrainConfig, steps: int, threads: int) ->
     from transformers import TrainerCallback
 
     torch.set_num_threads(threads)
-    model = SentenceTransformer(resolve_model(config.model).path, device="cpu")
-    model.max_seq_length = config.max_length
+    model = SentenceTransformer(config.encoder.resolved_model.path, device="cpu")
+    model.max_seq_length = config.encoder.max_length
     texts = [t for b in first_batches(config, steps) for t in b["text"].tolist()]
     data = Dataset.from_dict({"anchor": texts, "positive": texts})
     times: list[float] = []
@@ -129,10 +132,10 @@ def main() -> None:
     args = parser.parse_args()
     setup_logging()
     logging.getLogger("sentray").setLevel(logging.WARNING)
-    config = TrainConfig(input=args.input, model=args.model, objective=args.objective,
-                         batch_size=args.batch_size, max_steps=args.steps,
-                         eval_steps=args.steps, data_dir=args.data_dir, log_steps=1000
-                         ).resolved()  # the objective's dropout and lr, the model's pooling
+    config = TrainConfig(input=args.input, encoder=TrainEncoderConfig(model=args.model),
+                         objective=args.objective, batch_size=args.batch_size,
+                         max_steps=args.steps, eval_steps=args.steps, data_dir=args.data_dir,
+                         log_steps=1000).resolved()  # the objective's dropout and lr, the model's pooling
     print(cpu_line())
     results = {}
     with tempfile.TemporaryDirectory() as output:
@@ -146,7 +149,7 @@ def main() -> None:
         results["sentence-transformers MNRL (x, x), 2 threads"] = sentence_transformers_mnrl(
             config, args.steps, threads=2)
     print(f"\n{args.model}, {args.objective}, global batch {args.batch_size}, max_length "
-          f"{config.max_length}, {args.steps} steps each")
+          f"{config.encoder.max_length}, {args.steps} steps each")
     for name, seconds in results.items():
         print(f"  {name:48s} {seconds:6.3f} s/step  {1 / seconds:6.3f} steps/s")
     ratios = {

@@ -54,6 +54,25 @@ def load_job(name: str):
     return module
 
 
+def config_of(kind: type, **flags):
+    """A job's config from its flags as the command line names them, nested groups flattened
+    (`config_of(TrainConfig, model=..., workers=2, eval_batch_size=8)`); an unknown flag fails."""
+    from sentray.kit.config_files import build_config, flat_fields
+
+    unknown = set(flags) - set(flat_fields(kind))
+    assert not unknown, f"{kind.__name__} has no flags {unknown}"
+    return build_config(kind, flags)
+
+
+def with_flags(config, **flags):
+    """`config` with the given flags changed (nested groups flattened, as `config_of`)."""
+    from sentray.kit.config_files import build_config, flat_fields
+
+    unknown = set(flags) - set(flat_fields(type(config)))
+    assert not unknown, f"{type(config).__name__} has no flags {unknown}"
+    return build_config(type(config), flags, default=config)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The SentEval folder: $SENTRAY_DATA_DIR, else ../shared/data/senteval beside the repo."""

@@ -57,7 +57,7 @@ def test_config_file_keys_are_the_flags_and_flags_win(tmp_path):
     path.write_text("batch_size: 16\nlambdas: [1, 0, 1]\nuse-gpu: false\nmlp: false\n"
                     "pooling: cls_before_pooler\nname: null\nlr: 3.0e-5\n")
     config, verbose = job.parse_config(["--config", str(path), "--batch-size", "32", "-v"])
-    assert (config.batch_size, config.lambdas, config.use_gpu, config.mlp, config.lr) == (
+    assert (config.batch_size, config.lambdas, config.cluster.use_gpu, config.mlp, config.lr) == (
         32, SifterWeights(1, 0, 1), False, False, 3e-5)
     assert config.name == "sifter" and verbose is True
     file_only, _ = job.parse_config([f"--config={path}"])

@@ -16,7 +16,6 @@ from sentray.contrastive.model import ContrastiveModel
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
 from sentray.encode.export import save_model_directory
-from sentray.encode.model_info import default_max_length
 from sentray.encode.model_loading import load_tokenizer, resolve_model
 from sentray.kit import storage
 
@@ -82,16 +81,16 @@ def export_checkpoint(checkpoint, output: storage.Location, config: TrainConfig,
     folder + tokenizer + sentray.json naming the pooling) and OUTPUT/best-st (the same as a
     sentence-transformers folder, for every pooling: `sentray.encode.export`). The encoding
     max_length is the initial model's."""
-    extra = {"base_model": config.model, "objective": config.objective,
+    extra = {"base_model": config.encoder.model, "objective": config.objective,
              "step": record["step"], "stsb_dev": record["stsb_dev"]}
     exported = {}
     with checkpoint.as_directory() as folder, tempfile.TemporaryDirectory() as staging:
         trained = resolve_model(str(Path(folder) / Checkpointing.MODEL))  # a model of its own
         tokenizer = load_tokenizer(trained)
         encoder = SentenceEncoder(EncoderConfig(
-            model=trained.name, resolved_model=trained, pooling=config.pooling,
-            head=config.head, device="cpu",
-            max_length=default_max_length(config.resolved_model, tokenizer)),
+            model=trained.name, resolved_model=trained, pooling=config.encoder.pooling,
+            head=config.encoder.head, device="cpu",
+            max_length=config.encoder.resolved_model.facts.max_length),
             tokenizer=tokenizer)
         for name, st_files in (("best", False), ("best-st", True)):
             save_model_directory(encoder, Path(staging) / name, extra=extra,

@@ -87,9 +87,9 @@ def input_backbone_coverage(config: TrainConfig) -> dict | None:
     if total > COVERAGE_ROWS:  # rows in input order, a seeded choice: the same on every run
         table = table.take(np.sort(np.random.default_rng(0).choice(total, COVERAGE_ROWS,
                                                                    replace=False)))
-    coverage = backbone_coverage(load_tokenizer(config.resolved_model),
+    coverage = backbone_coverage(load_tokenizer(config.encoder.resolved_model),
                                  table.column("text").to_pylist(),
-                                 table.column("backbone_text").to_pylist(), config.max_length)
+                                 table.column("backbone_text").to_pylist(), config.encoder.max_length)
     return {**coverage, "input_rows": total}
 
 

@@ -27,7 +27,6 @@ from sentray.contrastive.input_data import (
     inspect_input,
 )
 from sentray.contrastive.loop import LoopConfig, train_loop_per_worker
-from sentray.encode.model_loading import load_config, model_fingerprint
 from sentray.evaluation import senteval
 from sentray.kit import config_files, storage
 from sentray.kit.settings_record import differences, mixing_error, read_settings, write_settings
@@ -42,10 +41,10 @@ def run_training(config: TrainConfig) -> dict:
     checkpoint by STS-B dev; returns the summary (also OUTPUT/summary.json)."""
     started = time.perf_counter()
     config = config.resolved()
-    logger.info("training config: %s", json.dumps(config_files.as_record(config)))
+    logger.info("training config: %s", json.dumps(config_files.flat_record(config)))
     data_dir = senteval.resolve_data_dir(config.data_dir)  # fail before any cluster work
     dev = senteval.load_sts_benchmark(data_dir, "dev")
-    load_config(config.resolved_model)  # an unknown model fails here, not on every worker
+    config.encoder.resolved_model.facts  # noqa: B018 - an unknown model fails here, not on a worker
     plan = inspect_input(config)
     schedule = _log_plan(config, plan)
     coverage = input_backbone_coverage(config)
@@ -53,7 +52,7 @@ def run_training(config: TrainConfig) -> dict:
         sampled = (f" (a seeded sample of {coverage['rows']:,} of the {coverage['input_rows']:,}"
                    " input rows)" if coverage["rows"] < coverage["input_rows"] else "")
         logger.info("Y keeps its whole backbone at max_length %d in %.2f%% of the %d rows with "
-                    "one%s", config.max_length, 100 * coverage["backbone_whole_share"],
+                    "one%s", config.encoder.max_length, 100 * coverage["backbone_whole_share"],
                     coverage["rows_with_backbone"], sampled)
     output = storage.locate(config.output, config.s3_endpoint)
     run_folder = output.join(config.name)
@@ -84,7 +83,7 @@ def run_training(config: TrainConfig) -> dict:
                "best_step": best_record["step"], "best_stsb_dev": best_record["stsb_dev"],
                "exported": export_checkpoint(best, output, config, best_record),
                "history": history, "seconds": round(time.perf_counter() - started, 1),
-               "config": config_files.as_record(config)}
+               "config": config_files.flat_record(config)}
     storage.write_bytes(output.join("summary.json"), json.dumps(summary, indent=1).encode())
     config_files.write_config(config, config.output, job="train",
                               s3_endpoint=config.s3_endpoint)
@@ -100,9 +99,10 @@ MODEL_SETTINGS = ("model", "objective", "pooling", "head", "mlp", "dropout", "te
 
 
 def train_settings(config: TrainConfig) -> dict:
-    settings = {key: getattr(config, key) for key in MODEL_SETTINGS}
+    record = config_files.flat_record(config)
+    settings = {key: record[key] for key in MODEL_SETTINGS}
     settings["lambdas"] = config.lambdas.spec()
-    settings["model_files"] = model_fingerprint(config.resolved_model)
+    settings["model_files"] = config.encoder.resolved_model.fingerprint
     if config.mlp:  # only a run with the MLP depends on its initial weights
         settings["mlp_init"] = config.mlp_init
     return settings
@@ -153,12 +153,12 @@ def _fit(config: TrainConfig, plan: StepPlan, dev, output: storage.Location,
     marker = (_absolute(run_folder.join(f"fault-drill-{config.fail_at_step}"))
               if config.fail_at_step else None)
     result = ray_train.fit(
-        train_loop_per_worker, lambda: LoopConfig(config, plan, dev, marker), config,
+        train_loop_per_worker, lambda: LoopConfig(config, plan, dev, marker), config.cluster,
         name=config.name, storage_path=_absolute(output),
         storage_filesystem=output.filesystem if output.is_s3 else None,
         # Every worker reads the whole epoch in order and keeps its slice of each batch.
         datasets=lambda: epoch_datasets(config, plan.epochs_run, plan.rows),
-        max_failures=config.max_failures, keep_checkpoints=config.keep_checkpoints,
+        keep_checkpoints=config.keep_checkpoints,
         best_by="stsb_dev")
     best = result.get_best_checkpoint("stsb_dev", "max")
     latest = result.checkpoint

@@ -16,6 +16,7 @@ Reproducibility and resumption are designed in, not hoped for:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import os
@@ -35,7 +36,6 @@ from sentray.contrastive.model import PARTIAL_POOLINGS, ContrastiveModel, build_
 from sentray.contrastive.objectives import objective_views
 from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.contrastive.view_tokens import tokenize_batch
-from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
 from sentray.encode.model_loading import load_tokenizer, resolve_model
 from sentray.evaluation import sts
@@ -113,19 +113,20 @@ class WorkerRun:
 
         self.loop, self.config, self.plan = loop, loop.config, loop.plan
         config = self.config
-        self.rank, self.world, self.device = worker_setup(config.workers, config.cpus_per_worker)
+        self.rank, self.world, self.device = worker_setup(config.cluster.workers,
+                                                           config.cluster.cpus_per_worker)
         self.local_batch = config.local_batch_size
         self.rows = slice(self.rank * self.local_batch, (self.rank + 1) * self.local_batch)
-        self.tokenizer = load_tokenizer(config.resolved_model)
+        self.tokenizer = load_tokenizer(config.encoder.resolved_model)
         restored = self._build(ray.train.get_checkpoint())
         self.history = EvalHistory.restore("stsb_dev", restored.get("history", []))
         self.step, self.initial = restored.get("step", 0), restored.get("initial_stsb_dev")
         self.evaluator = None
         if self.rank == 0:
             self.evaluator = SentenceEncoder(
-                EncoderConfig(model=config.model, resolved_model=config.resolved_model,
-                              pooling=config.pooling, head=config.head,
-                              batch_size=config.eval_batch_size, device=str(self.device)),
+                # the run's encoder as evaluate scores it: fp32, at the model's own length
+                dataclasses.replace(config.encoder, max_length=None, precision="fp32",
+                                    device=str(self.device)),
                 model=self.bare.encoder, tokenizer=self.tokenizer)
             if restored:
                 logger.info("resuming at step %d of %d", self.step, self.plan.total_steps)
@@ -142,14 +143,16 @@ class WorkerRun:
         config, restored = self.config, {}
         with checkpoint.as_directory() if checkpoint else contextlib.nullcontext() as folder:
             torch.manual_seed(config.seed)  # the MLP starts the same on every run
-            model = build_model(config, resolve_model(str(Path(folder) / Checkpointing.MODEL))
-                                if folder else None)  # a checkpoint: a model of its own
+            model = build_model(  # a checkpoint: a model of its own
+                config.encoder, dropout=config.dropout, mlp=config.mlp, mlp_init=config.mlp_init,
+                encoder_source=resolve_model(str(Path(folder) / Checkpointing.MODEL))
+                if folder else None)
             if folder:
                 if model.mlp is not None:
                     model.mlp.load_state_dict(torch.load(Path(folder) / Checkpointing.HEAD))
                 restored = torch.load(Path(folder) / Checkpointing.STATE, weights_only=False)
         model.train()
-        ddp = {"find_unused_parameters": config.pooling in PARTIAL_POOLINGS}
+        ddp = {"find_unused_parameters": config.encoder.pooling in PARTIAL_POOLINGS}
         self.model = ray.train.torch.prepare_model(model, parallel_strategy_kwargs=ddp)
         self.bare: ContrastiveModel = getattr(self.model, "module", self.model)
         self.matmul_dtype = None
@@ -161,9 +164,9 @@ class WorkerRun:
                                          self.plan.warmup_steps(config.warmup_ratio))
         # autocast: fp16/bf16 on a GPU, bf16 on a CPU (the config refuses fp16 there); the
         # weights stay fp32 (the optimizer's master copy)
-        self.amp = config.precision != "fp32"
-        self.amp_dtype = torch.float16 if config.precision == "fp16" else torch.bfloat16
-        self.scaler = (torch.amp.GradScaler("cuda") if self.amp and config.precision == "fp16"
+        self.amp = config.encoder.precision != "fp32"
+        self.amp_dtype = torch.float16 if config.encoder.precision == "fp16" else torch.bfloat16
+        self.scaler = (torch.amp.GradScaler("cuda") if self.amp and config.encoder.precision == "fp16"
                        else None)
         self.bf16_speedup = None
         if self.amp and self.device.type == "cpu" and self.rank == 0:
@@ -233,7 +236,7 @@ class WorkerRun:
         loss (the mean of the workers' shares)."""
         config = self.config
         groups = tokenize_batch(self.tokenizer, batch, config.objective, self.rows,
-                                config.max_length, config.lambdas)
+                                config.encoder.max_length, config.lambdas)
         window.backbones += sum(g.tokens.backbones for g in groups)
         window.backbones_whole += sum(g.tokens.backbones_whole for g in groups)
         torch.manual_seed(step_seed(config.seed, self.rank, self.step))  # this step's dropout

@@ -7,8 +7,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sentray.contrastive.config import MlpInit, TrainConfig
+from sentray.contrastive.config import MlpInit
 from sentray.contrastive.view_tokens import ViewGroup
+from sentray.encode.config import DittoImpl, EncoderConfig
 from sentray.encode.model_loading import ResolvedModel
 from sentray.encode.pooled_model import PooledEncoder
 
@@ -20,9 +21,10 @@ class ContrastiveModel(nn.Module):
     """Pooled encoder (+ the train-time MLP): padded batch (B, T) -> embeddings (B, D)."""
 
     def __init__(self, encoder: nn.Module, pooling: str, *, head: str | None = None,
-                 mlp: bool = True, mlp_init: MlpInit = "simcse") -> None:
+                 mlp: bool = True, mlp_init: MlpInit = "simcse",
+                 ditto_impl: DittoImpl = "auto") -> None:
         super().__init__()
-        self.pooled = PooledEncoder(encoder, pooling, head=head)
+        self.pooled = PooledEncoder(encoder, pooling, head=head, ditto_impl=ditto_impl)
         size = self.pooled.dimension
         # SimCSE's MLPLayer: dense + tanh over the pooled vector; dropped for evaluation/export.
         self.mlp = nn.Sequential(nn.Linear(size, size), nn.Tanh()) if mlp else None
@@ -36,14 +38,6 @@ class ContrastiveModel(nn.Module):
     def encoder(self) -> nn.Module:
         """The Hugging Face encoder."""
         return self.pooled.model
-
-    @property
-    def fast_ditto(self) -> bool:
-        return self.pooled.fast_ditto
-
-    @property
-    def layer_head(self) -> tuple[int, int] | None:
-        return self.pooled.layer_head
 
     def forward(self, input_ids: torch.Tensor | list[torch.Tensor],
                 attention_mask: torch.Tensor | list[torch.Tensor]
@@ -76,11 +70,14 @@ def encode_views(model: nn.Module, groups: list[ViewGroup], views: tuple[str, ..
     return [by_view[v] for v in views]
 
 
-def build_model(config: TrainConfig, encoder_source: ResolvedModel | None = None
+def build_model(encoder: EncoderConfig, *, dropout: float | None, mlp: bool,
+                mlp_init: MlpInit = "simcse", encoder_source: ResolvedModel | None = None
                 ) -> ContrastiveModel:
-    """The model for `config` (resolved), its encoder loaded from `encoder_source` (a
-    checkpoint's model folder) or the configured initial model, with the training dropout."""
-    pooled = PooledEncoder.load(encoder_source or config.resolved_model, config.pooling,
-                                head=config.head, dropout=config.dropout)
-    return ContrastiveModel(pooled.model, config.pooling, head=config.head, mlp=config.mlp,
-                            mlp_init=config.mlp_init)
+    """The model a run trains: the encoder of `encoder` (a resolved config: its model, pooling,
+    head and Ditto path), its weights loaded from `encoder_source` (a checkpoint's model
+    folder) or the encoder's model, with the training `dropout`, and the train-time MLP."""
+    pooled = PooledEncoder.load(encoder_source or encoder.resolved_model, encoder.pooling,
+                                head=encoder.head, ditto_impl=encoder.ditto_impl,
+                                dropout=dropout)
+    return ContrastiveModel(pooled.model, encoder.pooling, head=encoder.head, mlp=mlp,
+                            mlp_init=mlp_init, ditto_impl=encoder.ditto_impl)

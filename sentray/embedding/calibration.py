@@ -117,6 +117,4 @@ def resolve_ranges(config: EmbedConfig, output: storage.Location,
 
 
 def _model_dimension(config: EmbedConfig) -> int:
-    from sentray.encode.model_loading import hidden_size
-
-    return hidden_size(config.encoder.located().resolved_model)
+    return config.encoder.located().resolved_model.facts.dimension

@@ -104,9 +104,6 @@ class EmbedConfig:
                              f"{self.rows_per_file}")
 
     def resolved(self) -> EmbedConfig:
-        from sentray.encode.model_info import own_normalize
-        from sentray.encode.model_loading import hidden_size
-
         # the model looked up and checked (a broken model folder fails here, not in an actor),
         # and its own pooling decided, once, here: the actors get this config
         encoder = self.encoder.resolved()
@@ -115,8 +112,8 @@ class EmbedConfig:
             encoder = dataclasses.replace(encoder, device="cuda")
         vector = self.vector
         if vector.normalize is None:
-            vector = dataclasses.replace(vector, normalize=own_normalize(model))
-        dimension = hidden_size(model)
+            vector = dataclasses.replace(vector, normalize=model.facts.normalize)
+        dimension = model.facts.dimension
         if vector.truncate_dim is not None and vector.truncate_dim > dimension:
             raise ValueError(f"--truncate-dim {vector.truncate_dim} is more than model "
                              f"{encoder.model!r} has: its vectors have {dimension} dimensions")

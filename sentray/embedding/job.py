@@ -60,21 +60,18 @@ def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None,
     files (its name or folder is recorded, not compared: `settings_record.comparable`), the
     format as the files are read (`read_format`), a --truncate-dim equal to the model's
     dimension as none (`EmbedConfig.resolved`)."""
-    from sentray.encode.model_info import default_max_length
-    from sentray.encode.model_loading import hidden_size, model_fingerprint
-
     encoder, vector, corpus = config.encoder, config.vector, config.corpus
     model = encoder.resolved_model  # `config` is resolved: the model was looked up there
     chunk = vector.long_text == "chunk"
     return {
-        "model": encoder.model, "model_files": model_fingerprint(model),
+        "model": encoder.model, "model_files": model.fingerprint,
         "pooling": encoder.pooling, "head": encoder.head,
-        "max_length": encoder.max_length or default_max_length(model),
+        "max_length": encoder.max_length or model.facts.max_length,
         "precision": encoder.precision,
         # int8: the quantized model's digest (another calibration or tool version is another
         # model, and a rerun with it is refused like any other setting)
         "int8_model": encoder.int8_model.digest if encoder.int8_model is not None else None,
-        "dimension": vector.output_dimension(hidden_size(model)),
+        "dimension": vector.output_dimension(model.facts.dimension),
         "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
         "output_dtype": vector.output_dtype,
         "quantization_ranges": calibration.ranges_digest(ranges),

@@ -100,11 +100,9 @@ class EncoderConfig:
         one asked for, else the model's own with its Ditto head, else mean) and a Ditto
         pooling's head (the one given, else the model's known head; ValueError when there is
         none). A resolved config is returned as it is."""
-        from sentray.encode.model_info import model_pooling
-
         config = self.located()
         if config.pooling is None:
-            pooling, own_head = model_pooling(config.resolved_model)
+            pooling, own_head = config.resolved_model.facts.read_out
             config = dataclasses.replace(config, pooling=pooling, head=config.head or own_head)
         if config.pooling in DITTO_POOLINGS and config.head is None:
             head = DITTO_DEFAULT_HEADS.get(config.model)

@@ -13,7 +13,6 @@ import torch
 from sentray.encode import model_loading
 from sentray.encode.config import EncoderConfig
 from sentray.encode.int8 import Int8Model, Int8Pooled
-from sentray.encode.model_info import default_max_length
 from sentray.encode.pooled_model import PooledEncoder
 from sentray.encode.pooling import pool
 from sentray.encode.pooling_catalog import DITTO_POOLINGS
@@ -85,8 +84,7 @@ class SentenceEncoder:
                                                 tokenizer=tokenizer)
         self.tokenizer = (tokenizer if tokenizer is not None
                           else model_loading.load_tokenizer(config.resolved_model))
-        self.max_length = config.max_length or default_max_length(config.resolved_model,
-                                                                  self.tokenizer)
+        self.max_length = config.max_length or config.resolved_model.facts.max_length
         self.int8: Int8Pooled | None = None
         self.pooled: PooledEncoder | None = None
         if self.precision == "int8":
@@ -118,13 +116,12 @@ class SentenceEncoder:
         """The config's prepared int8 model (a job's driver prepared it), else one from the
         cache or prepared now from the fp32 encoder (`sentray.encode.int8`)."""
         from sentray.encode.int8 import prepare_int8, weights_identity
-        from sentray.encode.model_loading import model_fingerprint
 
         config = self.config
         if config.int8_model is None:
             pooled = self._pooled(model)
             identity = (weights_identity(model) if model is not None
-                        else model_fingerprint(config.resolved_model))
+                        else config.resolved_model.fingerprint)
             prepared = prepare_int8(config, pooled=pooled, tokenizer=self.tokenizer,
                                     max_length=self.max_length, model_identity=identity,
                                     batches=lambda texts: self.length_sorted_batches(

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.model_info import ModelInfo, own_normalize
+from sentray.encode.model_info import ModelInfo
 
 # sentray poolings that sentence-transformers' own Pooling module computes the same way
 ST_POOLING = {"cls_before_pooler": "cls", "last_avg": "mean"}
@@ -37,7 +37,7 @@ def save_model_directory(encoder: SentenceEncoder, target: str | Path, *,
     target.mkdir(parents=True, exist_ok=True)
     extra = dict(extra or {})
     # recorded either way: the choice is explicit, and sentray's loaders read it from here
-    extra.setdefault("normalize", own_normalize(encoder.config.resolved_model))
+    extra.setdefault("normalize", encoder.config.resolved_model.facts.normalize)
     info = ModelInfo(encoder.config.pooling, encoder.config.head, encoder.max_length, extra)
     if not sentence_transformers:
         encoder.model.save_pretrained(target)

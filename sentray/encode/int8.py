@@ -166,13 +166,10 @@ def int8_key(model_identity: str, config: EncoderConfig, max_length: int,
 def model_identity(config: EncoderConfig, model=None, tokenizer=None) -> tuple[str, int]:
     """(what identifies the encoder's weights, its max length): the model's files, or the
     weights of a module handed in (tests)."""
-    from sentray.encode.model_info import default_max_length
-    from sentray.encode.model_loading import model_fingerprint
-
-    max_length = config.max_length or default_max_length(config.resolved_model, tokenizer)
+    max_length = config.max_length or config.resolved_model.facts.max_length
     if model is not None:
         return weights_identity(model), max_length
-    return model_fingerprint(config.resolved_model), max_length
+    return config.resolved_model.fingerprint, max_length
 
 
 def cache_key(config: EncoderConfig, max_length: int, identity: str) -> str:

@@ -21,10 +21,14 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 
 
 def located_model(name: str) -> ResolvedModel:
-    """Model `name` looked up (`resolve_model`) and checked: what a job's config does once, in
-    its driver, before anything is loaded or any actor starts."""
+    """Model `name` looked up (`resolve_model`), checked, and a local model's facts read
+    (`facts`): what a job's config does once, in its driver, before anything is loaded or any
+    actor starts. A Hub id's facts are fetched when first asked for (still in the driver: the
+    jobs' `resolved()` ask), so that a config naming one is built without the network."""
     model = resolve_model(name)
     check_model(model)
+    if model.is_local:
+        model.facts  # noqa: B018 - read here, once: what travels to the actors carries them
     return model
 
 

@@ -1,4 +1,5 @@
-"""What a model folder says about itself: its read-out and its length limit.
+"""What a model folder says about itself: its read-out, its length limit, its dimension, and
+`ModelFacts`, all of them read once (`read_facts`, reached as `ResolvedModel.facts`).
 
 `sentray.json` is sentray's own record, written next to every model sentray exports (training's
 OUTPUT/best and best-st, `jobs/evaluate.py --export-st`, the sentence-transformers module's
@@ -103,12 +104,6 @@ def own_normalize(model: ResolvedModel) -> bool:
                for module in json.loads(modules.read_text()))
 
 
-def model_pooling(model: ResolvedModel) -> tuple[str, str | None]:
-    """The pooling (and Ditto head) to encode with when none is asked for: the model's own
-    (`own_pooling`), else ("mean", None)."""
-    return own_pooling(model) or ("mean", None)
-
-
 def default_max_length(model: ResolvedModel, tokenizer=None) -> int:
     """Truncation length: the `max_length` sentray.json records, else a sentence-transformers
     model's own `max_seq_length` (so numbers match its `encode`), else the tokenizer's limit
@@ -134,3 +129,36 @@ def default_max_length(model: ResolvedModel, tokenizer=None) -> int:
     if positions and positions > 0:
         limit = min(limit, positions)
     return int(min(limit, 512))
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the jobs need to know about a model, read from its files once per job (where its
+    config locates it: `ResolvedModel.facts`) and carried from there to every reader: the
+    driver's checks, the settings record, the actors, the encoder. Its fingerprint is
+    `ResolvedModel.fingerprint` (the files hashed: read once too, when first asked for)."""
+
+    model_type: str | None  # config.json's model_type (bert, mpnet, ...)
+    dimension: int  # hidden_size: the width of its token states and of a pooled vector
+    max_length: int  # the length it encodes at unless told (`default_max_length`)
+    pooling: str | None  # its own read-out, canonical (`own_pooling`); None: it declares none
+    head: str | None  # the Ditto head of that read-out
+    normalize: bool  # whether its own pipeline L2-normalizes (`own_normalize`)
+
+    @property
+    def read_out(self) -> tuple[str, str | None]:
+        """The pooling and head to encode with when none is asked for: its own, else mean."""
+        return (self.pooling, self.head) if self.pooling else ("last_avg", None)
+
+
+def read_facts(model: ResolvedModel) -> ModelFacts:
+    """`model`'s facts from its files (a Hub id's are fetched): the one reader of each."""
+    own = own_pooling(model)
+    dimension = config_value(model, "hidden_size")
+    if dimension is None:
+        raise ValueError(f"model {model.name!r}: its config gives no hidden_size")
+    return ModelFacts(
+        model_type=config_value(model, "model_type", kind=str),
+        dimension=int(dimension), max_length=default_max_length(model),
+        pooling=canonical_pooling(own[0]) if own else None, head=own[1] if own else None,
+        normalize=own_normalize(model))

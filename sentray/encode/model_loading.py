@@ -13,12 +13,14 @@ import functools
 import importlib
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     import torch
+
+    from sentray.encode.model_info import ModelFacts
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +55,27 @@ class ResolvedModel:
     name: str  # as the user gave it
     kind: Literal["folder", "packaged", "hub"]
     location: str
+    # what its files say (`facts`) and their digest (`fingerprint`), each read once, when first
+    # asked for (`located_model` reads the facts in the job's driver), then carried with it
+    _facts: ModelFacts | None = field(default=None, compare=False, repr=False)
+    _fingerprint: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def facts(self) -> ModelFacts:
+        """Its dimension, maximum length, own pooling and normalization, model type
+        (`sentray.encode.model_info.ModelFacts`), read from its files once."""
+        if self._facts is None:
+            from sentray.encode.model_info import read_facts
+
+            object.__setattr__(self, "_facts", read_facts(self))
+        return self._facts
+
+    @property
+    def fingerprint(self) -> str:
+        """`model_fingerprint` of its files, hashed once."""
+        if self._fingerprint is None:
+            object.__setattr__(self, "_fingerprint", model_fingerprint(self))
+        return self._fingerprint
 
     @property
     def is_local(self) -> bool:
@@ -145,12 +168,12 @@ def _local_json(model: ResolvedModel, filename: str) -> dict | None:
     return json.loads(path.read_text())
 
 
-def config_value(model: ResolvedModel, field: str) -> int | None:
-    """An int setting of the model's config (`hidden_size`, `max_position_embeddings`): from a
-    local config.json, else from its transformers config (a Hub id, or a config that names it
-    otherwise, e.g. DistilBERT's `dim`)."""
+def config_value(model: ResolvedModel, field: str, kind: type = int):
+    """A setting of the model's config (`hidden_size`, `max_position_embeddings`, `model_type`
+    with `kind=str`): from a local config.json, else from its transformers config (a Hub id, or
+    a config that names it otherwise, e.g. DistilBERT's `dim`)."""
     value = (_local_json(model, "config.json") or {}).get(field)
-    if isinstance(value, int):
+    if isinstance(value, kind):
         return value
     return getattr(load_config(model), field, None)
 
@@ -163,10 +186,6 @@ def tokenizer_max_length(model: ResolvedModel) -> int | None:
         value = local.get("model_max_length")
         return int(value) if isinstance(value, (int, float)) else None
     return getattr(load_tokenizer(model), "model_max_length", None)
-
-
-def hidden_size(model: ResolvedModel) -> int:
-    return config_value(model, "hidden_size")
 
 
 def load_tokenizer(model: ResolvedModel):
@@ -215,10 +234,6 @@ def model_file(model: ResolvedModel, filename: str) -> Path | None:
         return Path(hf_hub_download(model.path, filename))
     except Exception:  # no such file, no network: the model declares nothing we can read
         return None
-
-
-def is_bert_family(config) -> bool:
-    return getattr(config, "model_type", None) in BERT_FAMILY
 
 
 # Files of a model folder that decide its vectors: config, tokenizer and weights.

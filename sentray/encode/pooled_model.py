@@ -22,28 +22,30 @@ from sentray.encode.config import DittoImpl
 from sentray.encode.pooling import attention_diagonal, masked_mean, pool
 from sentray.encode.pooling_catalog import (
     DITTO_POOLINGS,
+    POOLINGS,
     WORD_EMBEDDING_POOLINGS,
-    canonical_pooling,
     parse_head,
 )
 
 
-def use_fast_ditto(pooling: str, ditto_impl: DittoImpl, hf_config) -> bool:
-    """Whether a model of `hf_config` pools `pooling` with the fast Ditto path: a Ditto pooling
-    on a BERT-family model unless `ditto_impl` is eager; ValueError for fast on another family."""
-    if canonical_pooling(pooling) not in DITTO_POOLINGS or ditto_impl == "eager":
+def use_fast_ditto(pooling: str, ditto_impl: DittoImpl, model_type: str | None) -> bool:
+    """Whether a model of `model_type` pools `pooling` (a canonical name) with the fast Ditto
+    path: a Ditto pooling on a BERT-family model unless `ditto_impl` is eager; ValueError for
+    fast on another family."""
+    if pooling not in DITTO_POOLINGS or ditto_impl == "eager":
         return False
-    supported = model_loading.is_bert_family(hf_config)
+    supported = model_type in model_loading.BERT_FAMILY
     if ditto_impl == "fast" and not supported:
         raise ValueError(f"fast Ditto supports {sorted(model_loading.BERT_FAMILY)} encoders, "
-                         f"not {hf_config.model_type!r}; use ditto_impl='eager'")
+                         f"not {model_type!r}; use ditto_impl='eager'")
     return supported
 
 
-def attention_implementation(pooling: str, ditto_impl: DittoImpl, hf_config) -> str | None:
+def attention_implementation(pooling: str, ditto_impl: DittoImpl,
+                             model_type: str | None) -> str | None:
     """"eager" where the pooling reads attention maps, else None (transformers' choice)."""
-    ditto = canonical_pooling(pooling) in DITTO_POOLINGS
-    return "eager" if ditto and not use_fast_ditto(pooling, ditto_impl, hf_config) else None
+    ditto = pooling in DITTO_POOLINGS
+    return "eager" if ditto and not use_fast_ditto(pooling, ditto_impl, model_type) else None
 
 
 class PooledEncoder(nn.Module):
@@ -52,8 +54,11 @@ class PooledEncoder(nn.Module):
     def __init__(self, model: nn.Module, pooling: str, *, head: str | None = None,
                  ditto_impl: DittoImpl = "auto") -> None:
         super().__init__()
+        if pooling not in POOLINGS:  # canonical names only: configs make them so, once
+            raise ValueError(f"unknown pooling {pooling!r}; valid: {', '.join(sorted(POOLINGS))} "
+                             "(EncoderConfig also takes the aliases)")
         self.model = model
-        self.pooling = canonical_pooling(pooling)
+        self.pooling = pooling
         self.head = head
         self.layer_head = parse_head(head) if head else None
         ditto = self.pooling in DITTO_POOLINGS
@@ -66,7 +71,7 @@ class PooledEncoder(nn.Module):
             if not (layer < layers and index < heads):
                 raise ValueError(f"head {head!r} is outside model {config._name_or_path!r}, "
                                  f"which has layers 0-{layers - 1} and heads 0-{heads - 1}")
-        self.fast_ditto = use_fast_ditto(self.pooling, ditto_impl, config)
+        self.fast_ditto = use_fast_ditto(self.pooling, ditto_impl, config.model_type)
         if ditto and not self.fast_ditto and config._attn_implementation != "eager":
             model.set_attn_implementation("eager")
 
@@ -76,8 +81,7 @@ class PooledEncoder(nn.Module):
              dropout: float | None = None) -> PooledEncoder:
         """The model at `source` loaded with the attention its pooling needs, in eval mode on
         `device`."""
-        attention = attention_implementation(pooling, ditto_impl,
-                                             model_loading.load_config(source))
+        attention = attention_implementation(pooling, ditto_impl, source.facts.model_type)
         model = model_loading.load_encoder(source, attn_implementation=attention, device=device,
                                            dropout=dropout)
         return cls(model, pooling, head=head, ditto_impl=ditto_impl)

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import torch
 
-from sentray.encode.pooling_catalog import canonical_pooling
-
 
 def masked_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean over real tokens. hidden (B, T, D), mask (B, T) of 0/1 -> (B, D)."""
@@ -63,9 +61,9 @@ def pool(
     `diagonal` (B, T) is A_ii of the chosen head, required for the Ditto poolings;
     `pooler_output` (B, D) is required for `cls`; `word_embeddings` (B, T, D), the table's
     rows of the tokens, for static_avg and ditto_static (static_avg needs nothing else:
-    `hidden_states` may be None).
+    `hidden_states` may be None). `pooling` is a canonical name (a config made it one), never
+    looked up again here, on every forward pass.
     """
-    pooling = canonical_pooling(pooling)
     if pooling in ("static_avg", "ditto_static") and word_embeddings is None:
         raise ValueError(f"pooling {pooling!r} needs the tokens' word embeddings")
     if pooling == "static_avg":

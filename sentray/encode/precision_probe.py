@@ -136,11 +136,10 @@ def int8_worth_preparing(rows: int | None, fp32_rate: float,
 
 
 def decision_key(config: EncoderConfig, threads: int, int8_key: str | None) -> str:
-    from sentray.encode.model_loading import model_fingerprint
     from sentray.encode.precision import cpu_info
 
     made_of = {"cpu": cpu_info()["name"], "threads": threads,
-               "model": model_fingerprint(config.resolved_model), "pooling": config.pooling,
+               "model": config.resolved_model.fingerprint, "pooling": config.pooling,
                "head": config.head, "max_length": config.max_length, "batch": config.batch_size,
                "int8": int8_key}
     return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()[:24]

@@ -32,6 +32,16 @@ def _is_suppressed(hint: Any) -> bool:
         marker is tyro.conf.Suppress for marker in hint.__metadata__)
 
 
+def flag_name(item: dataclasses.Field, hint: Any) -> str:
+    """The flag of a field: its name, or the name its `tyro.conf.arg(name=...)` gives it (the
+    trainer's encoder batch is `eval_batch_size`: `TrainEncoderConfig`)."""
+    if typing.get_origin(hint) is Annotated:
+        for marker in hint.__metadata__:
+            if getattr(marker, "name", None) and hasattr(marker, "constructor_factory"):
+                return marker.name
+    return item.name
+
+
 def _bare(hint: Any) -> Any:
     return typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
 
@@ -55,7 +65,8 @@ def flat_fields(config_type: type) -> dict[str, Any]:
         hint = hints[item.name]
         if _is_suppressed(hint):
             continue
-        nested = flat_fields(_bare(hint)) if _is_group(_bare(hint)) else {item.name: _bare(hint)}
+        nested = (flat_fields(_bare(hint)) if _is_group(_bare(hint))
+                  else {flag_name(item, hint): _bare(hint)})
         clash = set(nested) & set(fields)
         assert not clash, f"{config_type.__name__}: flags {clash} defined twice"
         fields.update(nested)
@@ -86,18 +97,37 @@ def as_record(config: Any) -> dict[str, Any]:
     return json.loads(json.dumps(plain(config), default=str))
 
 
+def flat_record(config: Any) -> dict[str, Any]:
+    """`as_record` with nested configs flattened as their flags are (a trainer's encoder and
+    cluster): one key per flag, what a trainer's summary records."""
+    record: dict[str, Any] = {}
+    hints = typing.get_type_hints(type(config), include_extras=True)
+    for item in dataclasses.fields(config):
+        hint = hints[item.name]
+        if item.metadata.get(DERIVED) or _is_suppressed(hint):
+            continue
+        value = getattr(config, item.name)
+        if _is_group(type(value)):
+            record.update(flat_record(value))
+        else:
+            record[flag_name(item, hint)] = as_record(value)
+    return record
+
+
 def flat_values(config: Any) -> dict[str, Any]:
     """The config's flags and their values, nested configs flattened, in YAML-ready types."""
     values: dict[str, Any] = {}
     fields = flat_fields(type(config))
+    hints = typing.get_type_hints(type(config), include_extras=True)
     for item in dataclasses.fields(config):
         value = getattr(config, item.name)
         if item.metadata.get(DERIVED):
             continue
+        flag = flag_name(item, hints[item.name])
         if dataclasses.is_dataclass(value) and not is_single_flag(value):
             values.update(flat_values(value))
-        elif item.name in fields:
-            values[item.name] = value.spec() if is_single_flag(value) else value
+        elif flag in fields:
+            values[flag] = value.spec() if is_single_flag(value) else value
     return values
 
 
@@ -189,8 +219,8 @@ def build_config(config_type: type, values: dict[str, Any], default: Any = None)
             else:
                 nested = item.default if item.default is not dataclasses.MISSING else bare()
             kwargs[item.name] = build_config(bare, values, nested)
-        elif item.name in values:
-            kwargs[item.name] = values[item.name]
+        elif flag_name(item, hints[item.name]) in values:
+            kwargs[item.name] = values[flag_name(item, hints[item.name])]
     return (dataclasses.replace(default, **kwargs) if default is not None
             else config_type(**kwargs))
 

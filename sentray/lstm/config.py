@@ -3,12 +3,14 @@ construction."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Literal
 
 from sentray.encode.model_loading import DEFAULT_MODEL
 from sentray.kit.validation import check_choices
 from sentray.lstm import lexicon
+from sentray.training.cluster import ClusterConfig
 
 Cell = Literal["lstm", "sifter"]
 CELLS: tuple[str, ...] = ("lstm", "sifter")
@@ -37,12 +39,11 @@ class LSTMConfig:
     seed: int = 42  # initial weights, dropout and the batch order
     max_length: int = 64  # word pieces per sentence (SST-2's longest has 64: none is cut)
     dropout: float = 0.2  # on the embeddings and on the LSTM output
-    workers: int = 0  # 0: this process; >= 1: Ray Train (DDP) with that many workers
-    use_gpu: bool = False  # one GPU per worker (or for the plain process)
-    cpus_per_worker: float = 1.0  # also the worker's torch threads on CPU
+    # the workers (0: this process; >= 1: Ray Train, DDP) and their cluster; a GPU with
+    # --use-gpu is also the plain process's; CPUs per worker default to 1
+    cluster: ClusterConfig = field(default_factory=lambda: ClusterConfig(
+        workers=0, cpus_per_worker=1.0, max_failures=0))
     threads: int = 0  # torch threads of the plain process; 0: torch's default
-    address: str | None = None  # Ray cluster; None: $RAY_ADDRESS or a private local one
-    num_cpus: int | None = None  # logical CPUs of a local cluster
     limit_train: int | None = None  # only the first N train rows (quick checks)
     limit_eval: int | None = None  # only the first N dev and test rows (quick checks)
     log_steps: int = 100  # one log line every N steps
@@ -57,12 +58,12 @@ class LSTMConfig:
         for name, value in positive.items():
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
-        if self.workers < 0:
-            raise ValueError(f"workers must be 0 (this process) or >= 1 (Ray Train), got "
-                             f"{self.workers}")
-        if self.batch_size % max(1, self.workers):
+        if self.cluster.cpus_per_worker is None:  # `none` given: this trainer's default
+            object.__setattr__(self, "cluster", dataclasses.replace(self.cluster,
+                                                                    cpus_per_worker=1.0))
+        if self.batch_size % self.world_size:
             raise ValueError(f"the global batch size {self.batch_size} must be divisible by the "
-                             f"number of workers {self.workers}")
+                             f"number of workers {self.cluster.workers}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.lr <= 0 or self.l2 < 0:
@@ -70,10 +71,9 @@ class LSTMConfig:
         if not 0.0 <= self.lexicon_threshold <= lexicon.VALENCE_LIMIT:
             raise ValueError(f"lexicon_threshold must be in [0, {lexicon.VALENCE_LIMIT}] "
                              f"(VADER's valence scale), got {self.lexicon_threshold}")
-        if self.cpus_per_worker <= 0 or self.threads < 0:
-            raise ValueError(f"cpus_per_worker must be > 0 and threads >= 0, got "
-                             f"{self.cpus_per_worker}, {self.threads}")
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0, got {self.threads}")
 
     @property
     def world_size(self) -> int:
-        return max(1, self.workers)
+        return max(1, self.cluster.workers)

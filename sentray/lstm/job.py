@@ -26,7 +26,7 @@ def _train_on_ray(config: LSTMConfig, data: LSTMData) -> dict:
     import ray
 
     result = ray_train.fit(
-        train_loop_per_worker, lambda: LSTMLoopConfig(config, ray.put(data)), config,
+        train_loop_per_worker, lambda: LSTMLoopConfig(config, ray.put(data)), config.cluster,
         name=f"lstm-{config.cell}-seed{config.seed}",
         storage_path=str((Path(config.output) / "ray").resolve()))
     if not result.return_value:
@@ -37,16 +37,16 @@ def _train_on_ray(config: LSTMConfig, data: LSTMData) -> dict:
 def run_lstm(config: LSTMConfig) -> dict:
     """Train and test one classifier; returns the metrics, also written to OUT/metrics.json."""
     started = time.perf_counter()
-    logger.info("LSTM config: %s", json.dumps(config_files.as_record(config)))
-    if config.workers == 0 and config.use_gpu and not torch.cuda.is_available():
+    logger.info("LSTM config: %s", json.dumps(config_files.flat_record(config)))
+    if config.cluster.workers == 0 and config.cluster.use_gpu and not torch.cuda.is_available():
         raise ValueError("use_gpu is set but torch sees no CUDA GPU; drop --use-gpu")
     data = prepare_data(config)
     step_plan(config, len(data.train))  # fewer rows than a batch fails here
     config_files.write_config(config, config.output, job="train_lstm")
-    if config.workers == 0:
+    if config.cluster.workers == 0:
         if config.threads:
             torch.set_num_threads(config.threads)
-        metrics = train_loop(config, data, device="cuda" if config.use_gpu else "cpu")
+        metrics = train_loop(config, data, device="cuda" if config.cluster.use_gpu else "cpu")
     else:
         metrics = _train_on_ray(config, data)
     metrics = {"cell": config.cell, "seed": config.seed, **metrics,
@@ -54,7 +54,7 @@ def run_lstm(config: LSTMConfig) -> dict:
                "sentiment_token_ids": len(data.sentiment_ids),
                "train_rows": len(data.train), "dev_rows": len(data.dev),
                "test_rows": len(data.test), "seconds": round(time.perf_counter() - started, 1),
-               "config": config_files.as_record(config)}
+               "config": config_files.flat_record(config)}
     out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))

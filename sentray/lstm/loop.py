@@ -188,7 +188,7 @@ def train_loop_per_worker(loop: LSTMLoopConfig) -> dict | None:
     import ray.train.torch
 
     config = loop.config
-    rank, world, device = worker_setup(config.world_size, config.cpus_per_worker)
+    rank, world, device = worker_setup(config.world_size, config.cluster.cpus_per_worker)
     data: LSTMData = ray.get(loop.data)
     # the one buffer, the SIFTER lookup table, never changes: no need to broadcast it each step
     prepare = functools.partial(ray.train.torch.prepare_model,

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sentray.kit.ray_cluster import ClusterWatch, init_ray, local_cpus
+from sentray.training.cluster import ClusterConfig
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -18,48 +19,27 @@ if TYPE_CHECKING:
 LoopConfig = TypeVar("LoopConfig")
 
 
-class Workers(Protocol):
-    """What `fit` reads from a trainer's config (`TrainConfig` and `LSTMConfig` both have it)."""
-
-    @property
-    def workers(self) -> int: ...  # Ray Train (DDP) workers
-
-    @property
-    def use_gpu(self) -> bool: ...  # one GPU per worker
-
-    @property
-    def cpus_per_worker(self) -> float: ...
-
-    @property
-    def address(self) -> str | None: ...  # Ray cluster; None: $RAY_ADDRESS, else a local one
-
-    @property
-    def num_cpus(self) -> int | None: ...  # a local cluster's CPUs; None: `local_cpus`
-
-
 def fit(
     loop: Callable[[LoopConfig], Any],
     loop_config: Callable[[], LoopConfig],
-    workers: Workers,
+    cluster: ClusterConfig,
     *,
     name: str,
     storage_path: str,
     storage_filesystem: pyarrow.fs.FileSystem | None = None,
     datasets: Callable[[], dict] | None = None,
-    max_failures: int | None = None,
     keep_checkpoints: int | None = None,
     best_by: str | None = None,
 ) -> Result:
-    """Run `loop(loop_config())` on `workers.workers` Ray Train workers of `cpus_per_worker`
-    CPUs (and one GPU each with `use_gpu`); returns Ray's `Result`, or raises RuntimeError when
-    the run failed.
+    """Run `loop(loop_config())` on `cluster.workers` Ray Train workers of `cpus_per_worker`
+    CPUs (and one GPU each with `use_gpu`), restarted up to `max_failures` times from the last
+    checkpoint; returns Ray's `Result`, or raises RuntimeError when the run failed.
 
     `loop_config` and `datasets` are called once Ray is up (they may put objects in its store
     or build Ray Datasets); the loop config is a typed object handed to every worker with the
     loop. Every worker reads each dataset whole and in order, not a split of it (the trainers
     slice each global batch themselves). The run's folder is `storage_path`/`name` (on
-    `storage_filesystem`, for S3). `max_failures`: worker-group restarts from the last
-    checkpoint (None: Ray's default, none). `keep_checkpoints`: keep that many checkpoints, the
+    `storage_filesystem`, for S3). `keep_checkpoints`: keep that many checkpoints, the
     best by the reported metric `best_by` (highest) when given, besides the latest (None:
     Ray's default, all).
     """
@@ -67,22 +47,22 @@ def fit(
     from ray.train import DataConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    started_cluster = init_ray(workers.address, num_cpus=workers.num_cpus or local_cpus(
-        workers.workers, workers.cpus_per_worker))
+    started_cluster = init_ray(cluster.address, num_cpus=cluster.num_cpus or local_cpus(
+        cluster.workers, cluster.cpus_per_worker))
     try:
         dataset_config = None
         if datasets is not None:
             execution = DataConfig.default_ingest_options()
             execution.preserve_order = True  # batches in the dataset's order, on every worker
             dataset_config = DataConfig(datasets_to_split=[], execution_options=execution)
-        resources = {"CPU": workers.cpus_per_worker, **({"GPU": 1} if workers.use_gpu else {})}
+        resources = {"CPU": cluster.cpus_per_worker, **({"GPU": 1} if cluster.use_gpu else {})}
         trainer = TorchTrainer(
             functools.partial(loop, loop_config()),
-            scaling_config=ScalingConfig(num_workers=workers.workers, use_gpu=workers.use_gpu,
+            scaling_config=ScalingConfig(num_workers=cluster.workers, use_gpu=cluster.use_gpu,
                                          resources_per_worker=resources),
             datasets=datasets() if datasets is not None else None,
             dataset_config=dataset_config,
-            run_config=_run_config(name, storage_path, storage_filesystem, max_failures,
+            run_config=_run_config(name, storage_path, storage_filesystem, cluster.max_failures,
                                    keep_checkpoints, best_by))
         with ClusterWatch("Run the same command (the same --output and --name) against a new "
                           "cluster: it resumes from the last checkpoint (on storage every node "

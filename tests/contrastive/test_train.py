@@ -4,9 +4,9 @@ to the same result, reruns resume, exports load)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import make_tiny_bert
+from conftest import config_of, make_tiny_bert, with_flags
 from safetensors.torch import load_file
 
 from sentray.contrastive import input_data
@@ -27,7 +27,6 @@ from sentray.contrastive.objectives import SifterWeights
 from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.model_info import model_pooling
 from sentray.encode.model_loading import resolve_model
 from sentray.encode.pooled_model import PooledEncoder
 from sentray.kit import storage
@@ -76,7 +75,7 @@ def test_bad_config_is_rejected_before_anything_runs(fields, message):
     """On construction, or (what needs the model's files: its known Ditto head) when the
     config is resolved, which the command line and run_training do before anything runs."""
     with pytest.raises(ValueError, match=message):
-        TrainConfig(input="x", **fields).resolved()
+        config_of(TrainConfig, input="x", **fields).resolved()
 
 
 # SIFTER §5.3 (../shared/papers/sifter.txt): "one epoch using the AdamW optimizer ... learning
@@ -94,51 +93,52 @@ SIMCSE_PAPER = {**SIFTER_PAPER, "lr": 3e-5, "dropout": 0.1}
 
 
 def test_config_defaults_are_each_objectives_papers():
-    config = TrainConfig(input="x")
+    config = config_of(TrainConfig, input="x")
     assert (config.dropout, config.lr) == (None, None)  # decided with the objective
     sifter = config.resolved()
     assert {k: getattr(sifter, k) for k in SIFTER_PAPER} == SIFTER_PAPER
     assert (sifter.lambdas.xy, sifter.lambdas.xz, sifter.lambdas.yz, sifter.lambdas.xx) == (
         1.0, 1.0, 1.0, 0.0)  # eq. 2 with every lambda 1, no dropout pair
     assert sifter.objective == "sifter" and sifter.views == 3
-    simcse = TrainConfig(input="x", objective="simcse").resolved()
+    simcse = config_of(TrainConfig, input="x", objective="simcse").resolved()
     assert {k: getattr(simcse, k) for k in SIMCSE_PAPER} == SIMCSE_PAPER
     # a value given is kept whatever the objective (the study's SimCSE rows ran at 0.15)
-    given = TrainConfig(input="x", objective="simcse", dropout=0.15, lr=1e-5).resolved()
+    given = config_of(TrainConfig, input="x", objective="simcse", dropout=0.15, lr=1e-5).resolved()
     assert (given.dropout, given.lr) == (0.15, 1e-5)
-    assert TrainConfig(input="x", dropout=0.0).resolved().dropout == 0.0  # 0 is a value
+    assert config_of(TrainConfig, input="x", dropout=0.0).resolved().dropout == 0.0  # 0 is a value
 
 
 def test_default_read_out_is_the_models_own(tiny_model_dir):
     """A sentence-transformers model trains its own pooling without an MLP; a raw encoder (no
     1_Pooling, no sentray.json) gets the paper's [CLS] + MLP; explicit choices win."""
-    minilm = TrainConfig(input="x").resolved()  # packaged all-MiniLM-L6-v2: 1_Pooling is mean
-    assert (minilm.pooling, minilm.mlp) == ("last_avg", False)
-    raw = TrainConfig(input="x", model=str(tiny_model_dir)).resolved()
-    assert (raw.pooling, raw.mlp) == ("cls_before_pooler", True)
-    assert TrainConfig(input="x", pooling="cls_before_pooler").resolved().mlp is True
-    assert TrainConfig(input="x", pooling="mean", mlp=True).resolved().mlp is True
-    assert TrainConfig(input="x").resolved().name == "sifter"  # the name: the objective
+    minilm = config_of(TrainConfig, input="x").resolved()  # packaged all-MiniLM-L6-v2: 1_Pooling is mean
+    assert (minilm.encoder.pooling, minilm.mlp) == ("last_avg", False)
+    raw = config_of(TrainConfig, input="x", model=str(tiny_model_dir)).resolved()
+    assert (raw.encoder.pooling, raw.mlp) == ("cls_before_pooler", True)
+    assert config_of(TrainConfig, input="x", pooling="cls_before_pooler").resolved().mlp is True
+    assert config_of(TrainConfig, input="x", pooling="mean", mlp=True).resolved().mlp is True
+    assert config_of(TrainConfig, input="x").resolved().name == "sifter"  # the name: the objective
 
 
 def test_ditto_without_a_head_keeps_the_models_known_head(tokenizer):
     """Defect: the known head was looked up while validating, then dropped (head None), so the
     workers failed after Ray had started and the export wrote head: null."""
-    config = TrainConfig(input="x", model="bert-base-uncased", pooling="ditto",
+    config = config_of(TrainConfig, input="x", model="bert-base-uncased", pooling="ditto",
                          mlp=False).resolved()
-    assert config.head == "0-9"  # Ditto's official head for bert-base-uncased
-    model = ContrastiveModel(make_tiny_bert(tokenizer.vocab_size, heads=12), config.pooling,
-                             head=config.head, mlp=config.mlp)  # as build_model makes it
-    assert model.layer_head == (0, 9)
+    assert config.encoder.head == "0-9"  # Ditto's official head for bert-base-uncased
+    model = ContrastiveModel(make_tiny_bert(tokenizer.vocab_size, heads=12),
+                             config.encoder.pooling, head=config.encoder.head,
+                             mlp=config.mlp)  # as build_model makes it
+    assert model.pooled.layer_head == (0, 9)
     with pytest.raises(ValueError, match="needs a head"):
-        TrainConfig(input="x", model="some/unknown-model", pooling="ditto", mlp=False).resolved()
+        config_of(TrainConfig, input="x", model="some/unknown-model", pooling="ditto", mlp=False).resolved()
 
 
 def test_sifter_views_follow_the_weights():
-    assert TrainConfig(input="x", lambdas=SifterWeights(1, 0, 0)).views == 2  # X, Y
-    assert TrainConfig(input="x", lambdas=SifterWeights(0, 0, 1)).views == 2  # Y, Z
-    assert TrainConfig(input="x", lambdas=SifterWeights(1, 1, 1, 1)).views == 4  # X, Y, Z, X'
-    assert TrainConfig(input="x", objective="simcse").views == 2
+    assert config_of(TrainConfig, input="x", lambdas=SifterWeights(1, 0, 0)).views == 2  # X, Y
+    assert config_of(TrainConfig, input="x", lambdas=SifterWeights(0, 0, 1)).views == 2  # Y, Z
+    assert config_of(TrainConfig, input="x", lambdas=SifterWeights(1, 1, 1, 1)).views == 4  # X, Y, Z, X'
+    assert config_of(TrainConfig, input="x", objective="simcse").views == 2
 
 
 @pytest.mark.parametrize("fields, message", [
@@ -147,24 +147,24 @@ def test_sifter_views_follow_the_weights():
 ])
 def test_bad_schedule_is_rejected(fields, message):
     with pytest.raises(ValueError, match=message):
-        TrainConfig(input="x", pooling="mean", mlp=False, **fields)
+        config_of(TrainConfig, input="x", pooling="mean", mlp=False, **fields)
 
 
 def test_input_is_checked_with_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        inspect_input(TrainConfig(input=str(tmp_path / "missing")))
+        inspect_input(config_of(TrainConfig, input=str(tmp_path / "missing")))
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no .parquet"):
-        inspect_input(TrainConfig(input=str(tmp_path / "empty")))
+        inspect_input(config_of(TrainConfig, input=str(tmp_path / "empty")))
     no_y = write_views(tmp_path / "no-y", 100, drop="backbone_text")
     with pytest.raises(ValueError, match="backbone_text"):
-        inspect_input(TrainConfig(input=str(no_y)))
-    assert inspect_input(TrainConfig(input=str(no_y), objective="simcse")).rows == 100
+        inspect_input(config_of(TrainConfig, input=str(no_y)))
+    assert inspect_input(config_of(TrainConfig, input=str(no_y), objective="simcse")).rows == 100
     with pytest.raises(ValueError, match="1 rows have no 'pruned_text'.*sample:0"):
-        inspect_input(TrainConfig(input=str(write_views(tmp_path / "nulls", 100, nulls=True))))
+        inspect_input(config_of(TrainConfig, input=str(write_views(tmp_path / "nulls", 100, nulls=True))))
     few = write_views(tmp_path / "few", 10)
     with pytest.raises(ValueError, match="fewer than one global batch"):
-        inspect_input(TrainConfig(input=str(few)))
+        inspect_input(config_of(TrainConfig, input=str(few)))
 
 
 def test_a_runs_record_always_says_what_its_input_was_made_with(tmp_path):
@@ -172,7 +172,7 @@ def test_a_runs_record_always_says_what_its_input_was_made_with(tmp_path):
     or, for an input without one, a statement that they are unknown; never null. (The 2-worker
     run below checks the summary carries it.)"""
     folder = write_views(tmp_path / "views", 20)
-    config = TrainConfig(input=str(folder))
+    config = config_of(TrainConfig, input=str(folder))
     unknown = input_data.input_settings(config)
     assert list(unknown) == ["unknown"] and "holds no _settings.json" in unknown["unknown"]
     write_settings(storage.locate(str(folder)), VIEW_SETTINGS, "augment")
@@ -181,10 +181,10 @@ def test_a_runs_record_always_says_what_its_input_was_made_with(tmp_path):
 
 def test_input_plan_counts_steps_and_the_rows_past_the_last_batch(tmp_path):
     folder = str(write_views(tmp_path / "views", 100))
-    plan = inspect_input(TrainConfig(input=folder, batch_size=16, epochs=3))
+    plan = inspect_input(config_of(TrainConfig, input=folder, batch_size=16, epochs=3))
     assert (plan.rows, plan.steps_per_epoch, plan.total_steps, plan.dropped_per_epoch) == (
         100, 6, 18, 4)
-    assert inspect_input(TrainConfig(input=folder, batch_size=16, epochs=3,
+    assert inspect_input(config_of(TrainConfig, input=folder, batch_size=16, epochs=3,
                                      max_steps=7)).total_steps == 7
 
 
@@ -193,7 +193,7 @@ def test_backbone_coverage_samples_a_large_input_the_same_way_each_run(tmp_path,
     """Past COVERAGE_ROWS rows the driver tokenizes a seeded sample, not the whole input: the
     figure says so (rows < input_rows) and is the same on every run."""
     folder = str(write_views(tmp_path / "views", 100))
-    config = TrainConfig(input=folder, model=str(tiny_model_dir), max_length=32).resolved()
+    config = config_of(TrainConfig, input=folder, model=str(tiny_model_dir), max_length=32).resolved()
     whole = input_data.input_backbone_coverage(config)
     assert (whole["rows"], whole["input_rows"]) == (100, 100)
     monkeypatch.setattr(input_data, "COVERAGE_ROWS", 40)
@@ -207,7 +207,7 @@ def test_backbone_coverage_samples_a_large_input_the_same_way_each_run(tmp_path,
     assert looked[0] == looked[1] and len(looked[0]) == 40 and looked[0] != texts[:40]
     assert looked[0] == [t for t in texts if t in set(looked[0])]  # in input order
     assert input_data.input_backbone_coverage(
-        dataclasses.replace(config, objective="simcse")) is None
+        with_flags(config, objective="simcse")) is None
 
 
 # -- data and model pieces ----------------------------------------------------------------------
@@ -262,7 +262,7 @@ def test_max_steps_ends_the_schedule_and_warmup_is_a_share_of_the_run(tmp_path):
     """The documented rule: --max-steps caps the run, and the linear decay reaches 0 at its
     last step; --warmup-ratio is a share of those steps."""
     folder = str(write_views(tmp_path / "views", 100))
-    config = TrainConfig(input=folder, batch_size=16, epochs=3, max_steps=7, warmup_ratio=0.3)
+    config = config_of(TrainConfig, input=folder, batch_size=16, epochs=3, max_steps=7, warmup_ratio=0.3)
     plan = inspect_input(config)
     assert plan.total_steps == 7
     assert plan.warmup_steps(config.warmup_ratio) == 3  # ceil(0.3 * 7)
@@ -322,21 +322,22 @@ def test_the_mlp_starts_as_simcses_unless_told_pytorchs_default(tokenizer, tiny_
     assert float(default.weight.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.15)
     assert torch.count_nonzero(default.bias) == 32
     # the job builds its model with the configured init
-    config = TrainConfig(model=str(tiny_model_dir), pooling="cls_before_pooler",
+    config = config_of(TrainConfig, model=str(tiny_model_dir), pooling="cls_before_pooler",
                          mlp=True).resolved()
     assert config.mlp_init == "simcse"
-    job_simcse = build_model(config).mlp[0]
-    job_torch = build_model(dataclasses.replace(config, mlp_init="torch")).mlp[0]
+    job_simcse = build_model(config.encoder, dropout=config.dropout, mlp=True).mlp[0]
+    job_torch = build_model(config.encoder, dropout=config.dropout, mlp=True,
+                            mlp_init="torch").mlp[0]
     assert torch.count_nonzero(job_simcse.bias) == 0 and torch.count_nonzero(job_torch.bias) == 32
     assert float(job_simcse.weight.std()) == pytest.approx(0.02, rel=0.15)
     with pytest.raises(ValueError, match="mlp_init must be one of simcse, torch, got 'xavier'"):
-        TrainConfig(mlp_init="xavier")
+        config_of(TrainConfig, mlp_init="xavier")
 
 
 def test_ditto_pooling_trains_through_the_same_fast_path(tokenizer):
     encoder = make_tiny_bert(tokenizer.vocab_size)
     model = ContrastiveModel(encoder, "ditto", head="1-2", mlp=False)
-    assert model.fast_ditto and model.layer_head == (1, 2)
+    assert model.pooled.fast_ditto and model.pooled.layer_head == (1, 2)
     tokens = tokenizer(["A man plays a guitar.", "Nobody came."], padding=True,
                        return_tensors="pt")
     # a random read-out, not .sum(): the last LayerNorm makes every row's sum nearly constant
@@ -358,12 +359,12 @@ def test_ditto_pooling_trains_through_the_same_fast_path(tokenizer):
 
 
 def test_model_directories_name_their_pooling(tmp_path, tiny_model_dir):
-    assert model_pooling(resolve_model("all-MiniLM-L6-v2")) == ("mean", None)  # ST 1_Pooling: mean
-    folder = tmp_path / "m"
-    folder.mkdir()
-    assert model_pooling(resolve_model(str(folder))) == ("mean", None)
+    # ST 1_Pooling: mean
+    assert resolve_model("all-MiniLM-L6-v2").facts.read_out == ("last_avg", None)
+    folder = shutil.copytree(tiny_model_dir, tmp_path / "m")
+    assert resolve_model(str(folder)).facts.read_out == ("last_avg", None)  # declares none
     (folder / "sentray.json").write_text(json.dumps({"pooling": "ditto", "head": "0-3"}))
-    assert model_pooling(resolve_model(str(folder))) == ("ditto", "0-3")
+    assert resolve_model(str(folder)).facts.read_out == ("ditto", "0-3")
 
 
 # -- Ray Train: 2 CPU workers, gloo -------------------------------------------------------------
@@ -373,7 +374,7 @@ def tiny_run_config(tmp_path: Path, model_dir: Path, data: Path, data_dir: Path,
     base = dict(input=str(data), output=str(tmp_path), model=str(model_dir), workers=2,
                 batch_size=16, epochs=1, eval_steps=6, lr=5e-4, eval_batch_size=128, seed=7,
                 data_dir=str(data_dir), log_steps=100, max_failures=1)
-    return TrainConfig(**{**base, **fields}).resolved()
+    return config_of(TrainConfig, **{**base, **fields}).resolved()
 
 
 @pytest.fixture(scope="module")
@@ -415,7 +416,7 @@ def test_an_epoch_reads_in_its_hash_order_across_files_and_blocks(ray_cluster, t
         chunk = ids[part * 30:(part + 1) * 30]
         pq.write_table(pa.table({"id": chunk, "text": chunk, "backbone_text": chunk,
                                  "pruned_text": chunk}), folder / f"part-{part}.parquet")
-    config = TrainConfig(input=str(folder), seed=3)
+    config = config_of(TrainConfig, input=str(folder), seed=3)
     epochs = epoch_datasets(config, 2, rows=len(ids))
 
     def expected(epoch: int) -> list[str]:  # blake2b-64 of "seed:epoch:id", little-endian
@@ -454,7 +455,7 @@ def test_two_worker_run_learns_stays_in_sync_and_exports(clean_run, tokenizer):
     output = Path(config.output)
     best = output / "best"
     assert json.loads((best / "sentray.json").read_text())["pooling"] == "cls_before_pooler"
-    assert model_pooling(resolve_model(str(best))) == ("cls_before_pooler", None)
+    assert resolve_model(str(best)).facts.read_out == ("cls_before_pooler", None)
     ours = SentenceEncoder(EncoderConfig(model=str(best), pooling="cls_before_pooler"))
     texts = ["A man plays a guitar.", "The jury said nothing."]
     from sentence_transformers import SentenceTransformer
@@ -484,7 +485,7 @@ def test_dev_scores_during_training_are_the_exported_models(clean_run, data_dir)
     exported = SentenceEncoder(EncoderConfig(model=str(Path(config.output) / "best"),
                                              pooling="cls_before_pooler"))
     assert score_pairs(exported, dev) == pytest.approx(summary["best_stsb_dev"], abs=0.01)
-    initial = SentenceEncoder(EncoderConfig(model=config.model, pooling="cls_before_pooler"))
+    initial = SentenceEncoder(EncoderConfig(model=config.encoder.model, pooling="cls_before_pooler"))
     assert score_pairs(initial, dev) == pytest.approx(summary["initial_stsb_dev"], abs=0.01)
 
 
@@ -536,7 +537,7 @@ def test_killed_worker_resumes_from_its_checkpoint_to_the_same_result(clean_run,
     # Exact, as docs/jobs/train.md's reproducibility rule says: same seed, worker count and
     # threads, the same machine (the same kernels on the same batches); across CPUs it would not
     # hold.
-    faulty = TrainConfig(**{**config.__dict__, "output": str(tmp_path), "fail_at_step": 8})
+    faulty = with_flags(config, output=str(tmp_path), fail_at_step=8)
     summary = run_training(faulty)
     assert (tmp_path / faulty.name / "fault-drill-8").is_file()  # the worker did die
     assert [r["param_checksum"] for r in summary["history"]] == [
@@ -552,7 +553,7 @@ def test_killed_worker_resumes_from_its_checkpoint_to_the_same_result(clean_run,
 @pytest.mark.slow
 def test_rerunning_a_run_name_resumes_it(clean_run, tmp_path):
     config, clean = clean_run
-    longer = TrainConfig(**{**config.__dict__, "epochs": 2})  # same name and output: resume
+    longer = with_flags(config, epochs=2)  # same name and output: resume
     summary = run_training(longer)
     steps = [r["step"] for r in summary["history"]]
     assert steps == [6, 12, 18, 24]  # 6 and 12 restored from the first run, 13-24 trained
@@ -692,44 +693,43 @@ def test_a_rerun_that_changes_the_model_is_refused_one_that_extends_it_is_not(tm
     """OUTPUT/NAME/_settings.json records what the model depends on; a rerun under the same
     name that changes any of it stops before Ray starts, naming it; more epochs or steps,
     other workers or evaluation settings only extend the run; --overwrite starts afresh."""
-    import dataclasses
 
     from sentray.contrastive.job import MODEL_SETTINGS, _claim_run_folder
     from sentray.kit import storage
 
-    config = TrainConfig(input=str(tmp_path / "in"), output=str(tmp_path / "out"),
+    config = config_of(TrainConfig, input=str(tmp_path / "in"), output=str(tmp_path / "out"),
                          pooling="mean", mlp=False).resolved()
     output = storage.locate(config.output)
     run = output.join(config.name)
     _claim_run_folder(config, output, run)
     recorded = json.loads((tmp_path / "out" / "sifter" / "_settings.json").read_text())
     assert set(MODEL_SETTINGS) | {"model_files"} == set(recorded["settings"])
-    _claim_run_folder(dataclasses.replace(config, epochs=3, max_steps=50, workers=2,
+    _claim_run_folder(with_flags(config, epochs=3, max_steps=50, workers=2,
                                           eval_steps=10, keep_checkpoints=2), output, run)
     changes = {"lr": 3e-5, "seed": 1, "lambdas": SifterWeights(1, 0, 0), "dropout": 0.1,
                "batch_size": 32, "warmup_ratio": 0.1, "max_length": 64, "temperature": 0.1,
                "objective": "simcse", "model": str(tiny_model_dir), "input": "other"}
     for key, value in changes.items():
-        changed = dataclasses.replace(config, **{key: value})
+        changed = with_flags(config, **{key: value})
         named = "model_files" if key == "model" else key  # another model: its files differ
         with pytest.raises(ValueError, match=f"{named}: .* \\(stored\\) != .* \\(this run\\)"):
             _claim_run_folder(changed, output, run)
     # a run with the MLP also depends on its init; one recorded before --mlp-init had PyTorch's
-    with_mlp = dataclasses.replace(config, mlp=True, name="mlp")
+    with_mlp = with_flags(config, mlp=True, name="mlp")
     _claim_run_folder(with_mlp, output, output.join("mlp"))
     with pytest.raises(ValueError, match="mlp_init: 'simcse' \\(stored\\) != 'torch'"):
-        _claim_run_folder(dataclasses.replace(with_mlp, mlp_init="torch"), output,
+        _claim_run_folder(with_flags(with_mlp, mlp_init="torch"), output,
                           output.join("mlp"))
     old = tmp_path / "out" / "mlp" / "_settings.json"
     record = json.loads(old.read_text())
     del record["settings"]["mlp_init"]
     old.write_text(json.dumps(record))
-    _claim_run_folder(dataclasses.replace(with_mlp, mlp_init="torch"), output, output.join("mlp"))
+    _claim_run_folder(with_flags(with_mlp, mlp_init="torch"), output, output.join("mlp"))
     with pytest.raises(ValueError, match="mlp_init: 'torch' \\(stored\\) != 'simcse'"):
         _claim_run_folder(with_mlp, output, output.join("mlp"))
     (tmp_path / "out" / "best").mkdir()
     (tmp_path / "out" / "best" / "model.safetensors").write_bytes(b"old")
-    _claim_run_folder(dataclasses.replace(config, lr=3e-5, overwrite=True), output, run)
+    _claim_run_folder(with_flags(config, lr=3e-5, overwrite=True), output, run)
     assert not (tmp_path / "out" / "best").exists()
     assert json.loads((tmp_path / "out" / "sifter" / "_settings.json").read_text())[
         "settings"]["lr"] == 3e-5

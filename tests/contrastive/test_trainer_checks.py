@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import config_of
 
 from sentray.contrastive.config import TrainConfig
 from sentray.contrastive.job import run_training
@@ -64,7 +65,7 @@ def checked_run(ray_cluster, tmp_path_factory, st_limited_model, data_dir):
         "backbone_text": [f"{t} {' '.join(t.split()[:3])}" for t in texts],
         "pruned_text": [" ".join(w for w in t.split() if w.lower() != "the") for t in texts],
     }), views / "part-0.parquet")
-    config = TrainConfig(
+    config = config_of(TrainConfig,
         input=str(views), output=str(tmp_path_factory.mktemp("run")),
         model=str(st_limited_model), workers=1, batch_size=BATCH, epochs=EPOCHS,
         max_steps=MAX_STEPS, warmup_ratio=WARMUP_RATIO, lr=LR, max_grad_norm=MAX_GRAD_NORM,
@@ -122,7 +123,7 @@ def test_the_length_the_model_declares_is_what_the_loop_scores_and_the_exports_e
     from sentray.evaluation.sts import score_pairs
 
     config, summary = checked_run
-    assert config.max_length == 32  # training's own truncation (--max-length), not the model's
+    assert config.encoder.max_length == 32  # training's own truncation (--max-length), not the model's
     output = Path(config.output)
     recorded = json.loads((output / "best" / "sentray.json").read_text())["max_length"]
     exported = SentenceEncoder(EncoderConfig(model=str(output / "best")))

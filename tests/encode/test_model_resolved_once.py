@@ -1,6 +1,8 @@
 """A job looks its model up by name once (`resolve_model`), in its config's `resolved()`, and
 carries the `ResolvedModel` down: the checks, the settings record, the actor, the encoder, the
-tokenizer and the weights all take that object."""
+tokenizer and the weights all take that object. What the model's files say (its facts: the
+dimension, maximum length, own pooling and normalization, and the files' fingerprint) is read
+from them once per job too, and carried with it."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import types
 from collections import Counter
 
 import pytest
-from conftest import load_job
+from conftest import load_job, with_flags
 
 from sentray.encode import model_loading
 
@@ -38,6 +40,31 @@ def lookups(monkeypatch) -> Counter:
 
 
 @pytest.fixture
+def fact_reads(monkeypatch) -> Counter:
+    """Every read of a fact from a model's files, counted by fact (a config field by its name):
+    the readers in sentray.encode.model_info and model_loading, wrapped where they are
+    called."""
+    from sentray.encode import model_info
+
+    counts: Counter = Counter()
+
+    def counting(name: str, original):
+        def read(model, *args, **kwargs):
+            fact = f"config.{args[0] if args else kwargs['field']}" if name == "config_value" \
+                else name
+            counts[fact] += 1
+            return original(model, *args, **kwargs)
+        return read
+
+    for module, names in ((model_info, ("own_pooling", "own_normalize", "default_max_length",
+                                        "config_value")),
+                          (model_loading, ("model_fingerprint", "config_value"))):
+        for name in names:
+            monkeypatch.setattr(module, name, counting(name, getattr(module, name)))
+    return counts
+
+
+@pytest.fixture
 def no_ray(monkeypatch):
     """No Ray connected in this process: the job runs its rows here (sentray.corpus.in_process),
     where the actor's own lookups can be counted."""
@@ -55,10 +82,32 @@ def test_the_embed_job_looks_its_model_up_once(no_ray, lookups, tiny_model_dir, 
     assert lookups == Counter({str(tiny_model_dir): 1})
 
 
+def test_the_embed_job_reads_each_model_fact_once(no_ray, fact_reads, tiny_model_dir, tmp_path):
+    """The driver's checks, the settings record, the calibration's encoder and the actor's all
+    take the facts from the one object: no fact is read from the files twice."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence number {i}\n" for i in range(20)))
+    load_job("embed").main([
+        "--input", str(corpus), "--output", str(tmp_path / "out"), "--model",
+        str(tiny_model_dir), "--output-dtype", "int8"])
+    read = {"own_pooling", "own_normalize", "default_max_length", "config.hidden_size",
+            "config.model_type", "model_fingerprint"}
+    assert read <= set(fact_reads), fact_reads  # what the job needs was read, here
+    assert max(fact_reads.values()) == 1, fact_reads
+
+
 def test_evaluate_looks_its_model_up_once(lookups, data_dir, tmp_path):
     load_job("evaluate").main(["--tasks", "STS12", "--max-pairs", "20", "--data-dir",
                                str(data_dir), "--output", str(tmp_path)])
     assert lookups == Counter({"all-MiniLM-L6-v2": 1})
+
+
+def test_evaluate_reads_each_model_fact_once(fact_reads, data_dir, tmp_path):
+    load_job("evaluate").main(["--tasks", "STS12", "--max-pairs", "20", "--data-dir",
+                               str(data_dir), "--output", str(tmp_path), "--pooling", "ditto",
+                               "--head", "0-1"])  # ditto: the model type decides the attention
+    assert {"own_pooling", "config.hidden_size", "config.model_type"} <= set(fact_reads)
+    assert max(fact_reads.values()) == 1, fact_reads
 
 
 def test_a_packaged_model_is_found_in_each_process_not_at_the_drivers_path():
@@ -97,6 +146,6 @@ def test_a_config_whose_model_is_replaced_carries_the_new_one(tmp_path):
                                                                str(tmp_path.resolve()))
     assert dataclasses.replace(located, batch_size=8).resolved_model == located.resolved_model
     assert EncoderConfig().resolved_model is None  # looked up by `located()`, not on creation
-    trained = dataclasses.replace(TrainConfig().resolved(), model="org/hub-model")
-    assert trained.resolved_model == model_loading.ResolvedModel("org/hub-model", "hub",
+    trained = with_flags(TrainConfig().resolved(), model="org/hub-model")
+    assert trained.encoder.resolved_model == model_loading.ResolvedModel("org/hub-model", "hub",
                                                                  "org/hub-model")

@@ -12,6 +12,7 @@ import logging
 import numpy as np
 import pytest
 import torch
+from conftest import config_of
 
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
@@ -114,10 +115,10 @@ def test_a_job_decides_auto_once_and_an_output_keeps_its_rows_precision(tmp_path
 def test_training_takes_bf16_on_a_cpu_not_fp16():
     from sentray.contrastive.config import TrainConfig
 
-    assert TrainConfig(precision="bf16").precision == "bf16"
+    assert config_of(TrainConfig, precision="bf16").precision == "bf16"
     with pytest.raises(ValueError, match="'fp16' is for GPU training"):
-        TrainConfig(precision="fp16")
+        config_of(TrainConfig, precision="fp16")
     with pytest.raises(ValueError, match="'auto' is for encoding"):
-        TrainConfig(precision="auto", use_gpu=True)
+        config_of(TrainConfig, precision="auto", use_gpu=True)
     with pytest.raises(ValueError, match="'int8' is for encoding"):
-        TrainConfig(precision="int8")
+        config_of(TrainConfig, precision="int8")

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import config_of
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -335,7 +336,7 @@ def test_classifier_cells_start_equal_and_padding_is_invisible(tokenizer):
 ])
 def test_bad_config_is_rejected(fields, message):
     with pytest.raises(ValueError, match=message):
-        LSTMConfig(**fields)
+        config_of(LSTMConfig, **fields)
 
 
 # SIFTER, SST-2 setup (../shared/papers/sifter.txt, the section the paper calls 5.4): "The
@@ -394,7 +395,7 @@ def tiny_data(tokenizer, data_dir) -> LSTMData:
 def test_short_training_lowers_the_loss_and_repeats(tiny_data, cell):
     data = tiny_data if cell == "sifter" else LSTMData(
         tiny_data.train, tiny_data.dev, tiny_data.test, tiny_data.embeddings, (), 0)
-    config = LSTMConfig(cell=cell, batch_size=16, lr=1e-2, epochs=8, eval_steps=6, seed=3,
+    config = config_of(LSTMConfig, cell=cell, batch_size=16, lr=1e-2, epochs=8, eval_steps=6, seed=3,
                         dropout=0.0, log_steps=1000)
     metrics = train_loop(config, data)
     history = metrics["history"]
@@ -412,7 +413,7 @@ def test_short_training_lowers_the_loss_and_repeats(tiny_data, cell):
 
 
 def test_other_ranks_train_their_slice_report_and_return_nothing(tiny_data):
-    config = LSTMConfig(cell="sifter", batch_size=16, lr=1e-2, epochs=1, eval_steps=2, seed=3,
+    config = config_of(LSTMConfig, cell="sifter", batch_size=16, lr=1e-2, epochs=1, eval_steps=2, seed=3,
                         workers=2, log_steps=1000)
     records: list[dict] = []
     assert train_loop(config, tiny_data, rank=1, world_size=2, report=records.append) is None
@@ -499,11 +500,11 @@ def test_ray_train_runs_the_same_loop(tmp_path, tiny_model_dir, data_dir, ray_cl
                 eval_steps=10, limit_train=320, limit_eval=64, lr=1e-3, seed=5, batch_size=16)
     # Exact: one thread here and in the worker (cpus_per_worker 1), the same kernels on the same
     # inputs in two processes of one machine.
-    plain = run_lstm(LSTMConfig(**base, output=str(tmp_path / "plain"), threads=1))
-    one = run_lstm(LSTMConfig(**base, output=str(tmp_path / "one"), workers=1, cpus_per_worker=1))
+    plain = run_lstm(config_of(LSTMConfig, **base, output=str(tmp_path / "plain"), threads=1))
+    one = run_lstm(config_of(LSTMConfig, **base, output=str(tmp_path / "one"), workers=1, cpus_per_worker=1))
     keys = ("dev_accuracy", "test_accuracy", "best_step", "history")
     assert {k: one[k] for k in keys} == {k: plain[k] for k in keys}
-    two = run_lstm(LSTMConfig(**base, output=str(tmp_path / "two"), workers=2))
+    two = run_lstm(config_of(LSTMConfig, **base, output=str(tmp_path / "two"), workers=2))
     assert two["steps"] == 20 and [r["step"] for r in two["history"]] == [10, 20]
     assert all(np.isfinite(r["loss"]) for r in two["history"])
     # the summary is the history's: its best step, and accuracies that are counts of 64 rows
