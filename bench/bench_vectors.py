@@ -25,6 +25,7 @@ from scipy.stats import spearmanr
 from sentray.embedding import vectors
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
+from sentray.encode.model_info import model_facts
 from sentray.evaluation.senteval import load_sts_benchmark, resolve_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +81,7 @@ def main() -> None:
 
     started = time.perf_counter()
     encoder = SentenceEncoder(EncoderConfig(model=args.model, device="cpu"))
-    normalize = encoder.config.resolved_model.facts.normalize
+    normalize = model_facts(encoder.config.resolved_model).normalize
     corpus = Path(args.corpus).read_text(encoding="utf-8").split("\n")[:args.sentences]
     dev = load_sts_benchmark(resolve_data_dir(args.data_dir), "test")
     floats = encoder.encode(corpus)  # (N, D) pooled, as the job's actors pool them

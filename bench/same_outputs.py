@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = os.environ.get("SENTRAY_DATA_DIR", str(ROOT.parent / "shared" / "data" / "senteval"))
@@ -116,7 +117,9 @@ def digest_rows(paths: list[Path], work: str) -> str:
 
 
 def digest_file(path: Path, work: str) -> str:
-    """A JSON file without VOLATILE keys, a text file with the paths replaced, else the bytes."""
+    """A JSON file without VOLATILE keys, a YAML config as its flags and values (in any order:
+    nesting a config's groups moves its lines, not what they say), a text file with the paths
+    replaced, else the bytes."""
     data = path.read_bytes()
     if path.suffix in (".json", ".jsonl", ".yaml", ".txt", ".md", ".csv"):
         text = data.decode()
@@ -125,6 +128,9 @@ def digest_file(path: Path, work: str) -> str:
                 text = json.dumps(stable(json.loads(text), work), sort_keys=True)
             except ValueError:
                 pass
+        elif path.suffix == ".yaml":  # a job's _config.yaml: its flags, not their order
+            comment = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+            text = comment + json.dumps(yaml.safe_load(text), sort_keys=True, default=str)
         data = text.replace(work, "WORK").replace(str(ROOT), "ROOT").encode()
     return hashlib.sha256(data).hexdigest()[:16]
 

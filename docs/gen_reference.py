@@ -34,7 +34,7 @@ from tyro._docstrings import get_field_docstring  # tyro's reader of field comme
 
 from sentray.cli import JOBS, _Command
 from sentray.encode import pooling_catalog
-from sentray.kit.config_files import is_single_flag
+from sentray.kit.config_files import flag_name, is_single_flag
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -156,7 +156,8 @@ def groups_of(config: Any, title: str = "options", source_doc: str = "") -> list
         if is_group(bare(hint)):
             nested += groups_of(value, f"{item.name} options", help_text)
             continue
-        flags.append(Flag(item.name, spelling(item.name, bare(hint)), kind_text(bare(hint)),
+        name = flag_name(item, hint)
+        flags.append(Flag(name, spelling(name, bare(hint)), kind_text(bare(hint)),
                           default_text(bare(hint), value), help_text))
     description = " ".join(part for part in (first_paragraph(config_type.__doc__),
                                              " ".join(source_doc.split())) if part)

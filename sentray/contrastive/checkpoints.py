@@ -16,6 +16,7 @@ from sentray.contrastive.model import ContrastiveModel
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
 from sentray.encode.export import save_model_directory
+from sentray.encode.model_info import model_facts
 from sentray.encode.model_loading import load_tokenizer, resolve_model
 from sentray.kit import storage
 
@@ -90,7 +91,7 @@ def export_checkpoint(checkpoint, output: storage.Location, config: TrainConfig,
         encoder = SentenceEncoder(EncoderConfig(
             model=trained.name, resolved_model=trained, pooling=config.encoder.pooling,
             head=config.encoder.head, device="cpu",
-            max_length=config.encoder.resolved_model.facts.max_length),
+            max_length=model_facts(config.encoder.resolved_model).max_length),
             tokenizer=tokenizer)
         for name, st_files in (("best", False), ("best-st", True)):
             save_model_directory(encoder, Path(staging) / name, extra=extra,

@@ -18,6 +18,7 @@ from sentray.contrastive.objectives import (
     objective_views,
 )
 from sentray.encode.config import DittoImpl, EncoderConfig, Precision
+from sentray.encode.model_info import model_facts
 from sentray.kit.validation import check_choices
 from sentray.training.cluster import ClusterConfig
 
@@ -149,7 +150,7 @@ class TrainConfig:
         rule, `EncoderConfig.resolved`); the name defaults to the objective."""
         # the model looked up once, here, and checked: a broken folder fails before any worker
         encoder = self.encoder.located()
-        facts = encoder.resolved_model.facts
+        facts = model_facts(encoder.resolved_model)
         own = facts.pooling  # canonical, or None: the model declares no read-out
         if encoder.pooling is None:
             encoder = dataclasses.replace(

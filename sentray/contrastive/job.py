@@ -27,6 +27,7 @@ from sentray.contrastive.input_data import (
     inspect_input,
 )
 from sentray.contrastive.loop import LoopConfig, train_loop_per_worker
+from sentray.encode.model_info import model_facts
 from sentray.evaluation import senteval
 from sentray.kit import config_files, storage
 from sentray.kit.settings_record import differences, mixing_error, read_settings, write_settings
@@ -44,7 +45,7 @@ def run_training(config: TrainConfig) -> dict:
     logger.info("training config: %s", json.dumps(config_files.flat_record(config)))
     data_dir = senteval.resolve_data_dir(config.data_dir)  # fail before any cluster work
     dev = senteval.load_sts_benchmark(data_dir, "dev")
-    config.encoder.resolved_model.facts  # noqa: B018 - an unknown model fails here, not on a worker
+    model_facts(config.encoder.resolved_model).read_all()  # an unknown model fails here
     plan = inspect_input(config)
     schedule = _log_plan(config, plan)
     coverage = input_backbone_coverage(config)

@@ -17,6 +17,7 @@ from sentray.corpus.reading import read_parquet_source, read_text_source
 from sentray.corpus.sources import CorpusConfig, Source
 from sentray.embedding import vectors
 from sentray.embedding.config import EmbedConfig
+from sentray.encode.model_info import model_facts
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
@@ -117,4 +118,4 @@ def resolve_ranges(config: EmbedConfig, output: storage.Location,
 
 
 def _model_dimension(config: EmbedConfig) -> int:
-    return config.encoder.located().resolved_model.facts.dimension
+    return model_facts(config.encoder.located().resolved_model).dimension

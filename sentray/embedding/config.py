@@ -14,6 +14,7 @@ from sentray.corpus.corpus_job import ActorPoolConfig
 from sentray.corpus.sources import CorpusConfig
 from sentray.embedding import vectors
 from sentray.encode.config import EncoderConfig
+from sentray.encode.model_info import model_facts
 from sentray.kit.validation import check_choices
 
 LongText = Literal["truncate", "chunk"]
@@ -112,8 +113,8 @@ class EmbedConfig:
             encoder = dataclasses.replace(encoder, device="cuda")
         vector = self.vector
         if vector.normalize is None:
-            vector = dataclasses.replace(vector, normalize=model.facts.normalize)
-        dimension = model.facts.dimension
+            vector = dataclasses.replace(vector, normalize=model_facts(model).normalize)
+        dimension = model_facts(model).dimension
         if vector.truncate_dim is not None and vector.truncate_dim > dimension:
             raise ValueError(f"--truncate-dim {vector.truncate_dim} is more than model "
                              f"{encoder.model!r} has: its vectors have {dimension} dimensions")

@@ -36,6 +36,7 @@ from sentray.corpus.sources import Source, discover_sources, estimate_rows, read
 from sentray.embedding import calibration, precision, vectors
 from sentray.embedding.actor import STATUSES, EmbedBatch, EmbedSpec
 from sentray.embedding.config import EmbedConfig
+from sentray.encode.model_info import model_facts
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
@@ -66,12 +67,12 @@ def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None,
     return {
         "model": encoder.model, "model_files": model.fingerprint,
         "pooling": encoder.pooling, "head": encoder.head,
-        "max_length": encoder.max_length or model.facts.max_length,
+        "max_length": encoder.max_length or model_facts(model).max_length,
         "precision": encoder.precision,
         # int8: the quantized model's digest (another calibration or tool version is another
         # model, and a rerun with it is refused like any other setting)
         "int8_model": encoder.int8_model.digest if encoder.int8_model is not None else None,
-        "dimension": vector.output_dimension(model.facts.dimension),
+        "dimension": vector.output_dimension(model_facts(model).dimension),
         "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
         "output_dtype": vector.output_dtype,
         "quantization_ranges": calibration.ranges_digest(ranges),

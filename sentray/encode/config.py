@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
+from sentray.encode.model_info import model_facts
 from sentray.encode.model_loading import DEFAULT_MODEL, ResolvedModel, resolve_model
 from sentray.encode.pooling_catalog import (
     DITTO_DEFAULT_HEADS,
@@ -102,7 +103,7 @@ class EncoderConfig:
         none). A resolved config is returned as it is."""
         config = self.located()
         if config.pooling is None:
-            pooling, own_head = config.resolved_model.facts.read_out
+            pooling, own_head = model_facts(config.resolved_model).read_out
             config = dataclasses.replace(config, pooling=pooling, head=config.head or own_head)
         if config.pooling in DITTO_POOLINGS and config.head is None:
             head = DITTO_DEFAULT_HEADS.get(config.model)

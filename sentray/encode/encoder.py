@@ -13,6 +13,7 @@ import torch
 from sentray.encode import model_loading
 from sentray.encode.config import EncoderConfig
 from sentray.encode.int8 import Int8Model, Int8Pooled
+from sentray.encode.model_info import model_facts
 from sentray.encode.pooled_model import PooledEncoder
 from sentray.encode.pooling import pool
 from sentray.encode.pooling_catalog import DITTO_POOLINGS
@@ -84,7 +85,7 @@ class SentenceEncoder:
                                                 tokenizer=tokenizer)
         self.tokenizer = (tokenizer if tokenizer is not None
                           else model_loading.load_tokenizer(config.resolved_model))
-        self.max_length = config.max_length or config.resolved_model.facts.max_length
+        self.max_length = config.max_length or model_facts(config.resolved_model).max_length
         self.int8: Int8Pooled | None = None
         self.pooled: PooledEncoder | None = None
         if self.precision == "int8":

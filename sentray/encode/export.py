@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.model_info import ModelInfo
+from sentray.encode.model_info import ModelInfo, model_facts
 
 # sentray poolings that sentence-transformers' own Pooling module computes the same way
 ST_POOLING = {"cls_before_pooler": "cls", "last_avg": "mean"}
@@ -37,7 +37,7 @@ def save_model_directory(encoder: SentenceEncoder, target: str | Path, *,
     target.mkdir(parents=True, exist_ok=True)
     extra = dict(extra or {})
     # recorded either way: the choice is explicit, and sentray's loaders read it from here
-    extra.setdefault("normalize", encoder.config.resolved_model.facts.normalize)
+    extra.setdefault("normalize", model_facts(encoder.config.resolved_model).normalize)
     info = ModelInfo(encoder.config.pooling, encoder.config.head, encoder.max_length, extra)
     if not sentence_transformers:
         encoder.model.save_pretrained(target)

@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sentray.encode.model_info import model_facts
+
 if TYPE_CHECKING:
     import torch
 
@@ -166,7 +168,7 @@ def int8_key(model_identity: str, config: EncoderConfig, max_length: int,
 def model_identity(config: EncoderConfig, model=None, tokenizer=None) -> tuple[str, int]:
     """(what identifies the encoder's weights, its max length): the model's files, or the
     weights of a module handed in (tests)."""
-    max_length = config.max_length or config.resolved_model.facts.max_length
+    max_length = config.max_length or model_facts(config.resolved_model).max_length
     if model is not None:
         return weights_identity(model), max_length
     return config.resolved_model.fingerprint, max_length

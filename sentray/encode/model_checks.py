@@ -13,7 +13,7 @@ import struct
 import zipfile
 from pathlib import Path
 
-from sentray.encode.model_info import SENTRAY_MODEL_INFO, ModelInfo
+from sentray.encode.model_info import SENTRAY_MODEL_INFO, ModelInfo, model_facts
 from sentray.encode.model_loading import ResolvedModel, load_tokenizer, resolve_model
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -28,7 +28,7 @@ def located_model(name: str) -> ResolvedModel:
     model = resolve_model(name)
     check_model(model)
     if model.is_local:
-        model.facts  # noqa: B018 - read here, once: what travels to the actors carries them
+        model_facts(model).read_all()  # read here, once: what travels to the actors has them
     return model
 
 

@@ -1,5 +1,5 @@
 """What a model folder says about itself: its read-out, its length limit, its dimension, and
-`ModelFacts`, all of them read once (`read_facts`, reached as `ResolvedModel.facts`).
+`ModelFacts`, each of them read once (`model_facts`, kept on the `ResolvedModel`).
 
 `sentray.json` is sentray's own record, written next to every model sentray exports (training's
 OUTPUT/best and best-st, `jobs/evaluate.py --export-st`, the sentence-transformers module's
@@ -10,6 +10,7 @@ its one reader and writer. A sentence-transformers model declares its pooling in
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,34 +132,68 @@ def default_max_length(model: ResolvedModel, tokenizer=None) -> int:
     return int(min(limit, 512))
 
 
-@dataclass(frozen=True)
 class ModelFacts:
-    """What the jobs need to know about a model, read from its files once per job (where its
-    config locates it: `ResolvedModel.facts`) and carried from there to every reader: the
-    driver's checks, the settings record, the actors, the encoder. Its fingerprint is
-    `ResolvedModel.fingerprint` (the files hashed: read once too, when first asked for)."""
+    """What the jobs need to know about a model, each fact read from its files once, when first
+    asked for, and kept: the dimension, the length it encodes at, its own pooling (canonical)
+    and Ditto head, whether it normalizes, its model type. `model_facts(model)` keeps one
+    `ModelFacts` on the `ResolvedModel`, so the facts travel with it (pickled, to the actors);
+    `located_model` reads a local model's all in the driver. Its fingerprint is
+    `ResolvedModel.fingerprint` (the files hashed: once too)."""
 
-    model_type: str | None  # config.json's model_type (bert, mpnet, ...)
-    dimension: int  # hidden_size: the width of its token states and of a pooled vector
-    max_length: int  # the length it encodes at unless told (`default_max_length`)
-    pooling: str | None  # its own read-out, canonical (`own_pooling`); None: it declares none
-    head: str | None  # the Ditto head of that read-out
-    normalize: bool  # whether its own pipeline L2-normalizes (`own_normalize`)
+    def __init__(self, model: ResolvedModel) -> None:
+        self._model = model
+
+    @functools.cached_property
+    def _own(self) -> tuple[str | None, str | None]:
+        own = own_pooling(self._model)
+        return (canonical_pooling(own[0]), own[1]) if own else (None, None)
+
+    @property
+    def pooling(self) -> str | None:
+        """Its own read-out, canonical (`own_pooling`); None: it declares none."""
+        return self._own[0]
+
+    @property
+    def head(self) -> str | None:
+        """The Ditto head of that read-out."""
+        return self._own[1]
 
     @property
     def read_out(self) -> tuple[str, str | None]:
         """The pooling and head to encode with when none is asked for: its own, else mean."""
-        return (self.pooling, self.head) if self.pooling else ("last_avg", None)
+        return self._own if self._own[0] else ("last_avg", None)
+
+    @functools.cached_property
+    def dimension(self) -> int:
+        """hidden_size: the width of its token states and of a pooled vector."""
+        dimension = config_value(self._model, "hidden_size")
+        if dimension is None:
+            raise ValueError(f"model {self._model.name!r}: its config gives no hidden_size")
+        return int(dimension)
+
+    @functools.cached_property
+    def max_length(self) -> int:
+        """The length it encodes at unless told (`default_max_length`)."""
+        return default_max_length(self._model)
+
+    @functools.cached_property
+    def normalize(self) -> bool:
+        """Whether its own pipeline L2-normalizes (`own_normalize`)."""
+        return own_normalize(self._model)
+
+    @functools.cached_property
+    def model_type(self) -> str | None:
+        """config.json's model_type (bert, mpnet, ...)."""
+        return config_value(self._model, "model_type", kind=str)
+
+    def read_all(self) -> ModelFacts:
+        for fact in ("pooling", "dimension", "max_length", "normalize", "model_type"):
+            getattr(self, fact)
+        return self
 
 
-def read_facts(model: ResolvedModel) -> ModelFacts:
-    """`model`'s facts from its files (a Hub id's are fetched): the one reader of each."""
-    own = own_pooling(model)
-    dimension = config_value(model, "hidden_size")
-    if dimension is None:
-        raise ValueError(f"model {model.name!r}: its config gives no hidden_size")
-    return ModelFacts(
-        model_type=config_value(model, "model_type", kind=str),
-        dimension=int(dimension), max_length=default_max_length(model),
-        pooling=canonical_pooling(own[0]) if own else None, head=own[1] if own else None,
-        normalize=own_normalize(model))
+def model_facts(model: ResolvedModel) -> ModelFacts:
+    """The facts of `model`, kept on it: read from its files once per model object."""
+    if model.facts_kept is None:
+        model.keep_facts(ModelFacts(model))
+    return model.facts_kept

@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import torch
 
-    from sentray.encode.model_info import ModelFacts
-
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -55,20 +53,17 @@ class ResolvedModel:
     name: str  # as the user gave it
     kind: Literal["folder", "packaged", "hub"]
     location: str
-    # what its files say (`facts`) and their digest (`fingerprint`), each read once, when first
-    # asked for (`located_model` reads the facts in the job's driver), then carried with it
-    _facts: ModelFacts | None = field(default=None, compare=False, repr=False)
+    # what its files say (`model_info.model_facts`) and their digest (`fingerprint`), each
+    # read once, when first asked for, then carried with it
+    _facts: object | None = field(default=None, compare=False, repr=False)
     _fingerprint: str | None = field(default=None, compare=False, repr=False)
 
     @property
-    def facts(self) -> ModelFacts:
-        """Its dimension, maximum length, own pooling and normalization, model type
-        (`sentray.encode.model_info.ModelFacts`), read from its files once."""
-        if self._facts is None:
-            from sentray.encode.model_info import read_facts
-
-            object.__setattr__(self, "_facts", read_facts(self))
+    def facts_kept(self) -> object | None:  # a `model_info.ModelFacts`
         return self._facts
+
+    def keep_facts(self, facts: object) -> None:
+        object.__setattr__(self, "_facts", facts)
 
     @property
     def fingerprint(self) -> str:

@@ -19,6 +19,7 @@ from torch import nn
 
 from sentray.encode import model_loading
 from sentray.encode.config import DittoImpl
+from sentray.encode.model_info import model_facts
 from sentray.encode.pooling import attention_diagonal, masked_mean, pool
 from sentray.encode.pooling_catalog import (
     DITTO_POOLINGS,
@@ -81,7 +82,7 @@ class PooledEncoder(nn.Module):
              dropout: float | None = None) -> PooledEncoder:
         """The model at `source` loaded with the attention its pooling needs, in eval mode on
         `device`."""
-        attention = attention_implementation(pooling, ditto_impl, source.facts.model_type)
+        attention = attention_implementation(pooling, ditto_impl, model_facts(source).model_type)
         model = model_loading.load_encoder(source, attn_implementation=attention, device=device,
                                            dropout=dropout)
         return cls(model, pooling, head=head, ditto_impl=ditto_impl)

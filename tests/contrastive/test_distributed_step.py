@@ -53,7 +53,7 @@ def tiny_model(vocab_size: int, state: dict | None = None) -> ContrastiveModel:
     # mean pooling: a random tiny BERT's [CLS] is nearly one vector for every sentence (the
     # loss sits at ln 8 and its gradient, ~1e-2, is mostly rounding); the mean of its tokens is
     # not (gradient norm ~70: clipping at 1.0 acts)
-    model = ContrastiveModel(make_tiny_bert(vocab_size), "mean", mlp=True)
+    model = ContrastiveModel(make_tiny_bert(vocab_size), "last_avg", mlp=True)
     if state is not None:
         model.load_state_dict(state)
     return model.train()

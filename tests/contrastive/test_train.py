@@ -27,9 +27,11 @@ from sentray.contrastive.objectives import SifterWeights
 from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
+from sentray.encode.model_info import model_facts
 from sentray.encode.model_loading import resolve_model
 from sentray.encode.pooled_model import PooledEncoder
 from sentray.kit import storage
+from sentray.kit.config_files import flat_record
 from sentray.kit.settings_record import write_settings
 from sentray.training.plan import step_seed
 
@@ -96,12 +98,12 @@ def test_config_defaults_are_each_objectives_papers():
     config = config_of(TrainConfig, input="x")
     assert (config.dropout, config.lr) == (None, None)  # decided with the objective
     sifter = config.resolved()
-    assert {k: getattr(sifter, k) for k in SIFTER_PAPER} == SIFTER_PAPER
+    assert {k: flat_record(sifter)[k] for k in SIFTER_PAPER} == SIFTER_PAPER
     assert (sifter.lambdas.xy, sifter.lambdas.xz, sifter.lambdas.yz, sifter.lambdas.xx) == (
         1.0, 1.0, 1.0, 0.0)  # eq. 2 with every lambda 1, no dropout pair
     assert sifter.objective == "sifter" and sifter.views == 3
     simcse = config_of(TrainConfig, input="x", objective="simcse").resolved()
-    assert {k: getattr(simcse, k) for k in SIMCSE_PAPER} == SIMCSE_PAPER
+    assert {k: flat_record(simcse)[k] for k in SIMCSE_PAPER} == SIMCSE_PAPER
     # a value given is kept whatever the objective (the study's SimCSE rows ran at 0.15)
     given = config_of(TrainConfig, input="x", objective="simcse", dropout=0.15, lr=1e-5).resolved()
     assert (given.dropout, given.lr) == (0.15, 1e-5)
@@ -360,11 +362,11 @@ def test_ditto_pooling_trains_through_the_same_fast_path(tokenizer):
 
 def test_model_directories_name_their_pooling(tmp_path, tiny_model_dir):
     # ST 1_Pooling: mean
-    assert resolve_model("all-MiniLM-L6-v2").facts.read_out == ("last_avg", None)
+    assert model_facts(resolve_model("all-MiniLM-L6-v2")).read_out == ("last_avg", None)
     folder = shutil.copytree(tiny_model_dir, tmp_path / "m")
-    assert resolve_model(str(folder)).facts.read_out == ("last_avg", None)  # declares none
+    assert model_facts(resolve_model(str(folder))).read_out == ("last_avg", None)  # declares none
     (folder / "sentray.json").write_text(json.dumps({"pooling": "ditto", "head": "0-3"}))
-    assert resolve_model(str(folder)).facts.read_out == ("ditto", "0-3")
+    assert model_facts(resolve_model(str(folder))).read_out == ("ditto", "0-3")
 
 
 # -- Ray Train: 2 CPU workers, gloo -------------------------------------------------------------
@@ -455,7 +457,7 @@ def test_two_worker_run_learns_stays_in_sync_and_exports(clean_run, tokenizer):
     output = Path(config.output)
     best = output / "best"
     assert json.loads((best / "sentray.json").read_text())["pooling"] == "cls_before_pooler"
-    assert resolve_model(str(best)).facts.read_out == ("cls_before_pooler", None)
+    assert model_facts(resolve_model(str(best))).read_out == ("cls_before_pooler", None)
     ours = SentenceEncoder(EncoderConfig(model=str(best), pooling="cls_before_pooler"))
     texts = ["A man plays a guitar.", "The jury said nothing."]
     from sentence_transformers import SentenceTransformer
@@ -643,7 +645,7 @@ def test_one_cpu_worker_trains_with_bf16_autocast(ray_cluster, tmp_path, tiny_mo
 
 def test_weight_decay_skips_biases_and_layer_norms(tokenizer):
     """As the Hugging Face Trainer (SimCSE's and sentence-transformers' trainer) does."""
-    model = ContrastiveModel(make_tiny_bert(tokenizer.vocab_size), "mean", mlp=True)
+    model = ContrastiveModel(make_tiny_bert(tokenizer.vocab_size), "last_avg", mlp=True)
     decayed, plain = adamw(model, 1e-5, 0.01).param_groups
     names = {id(p): n for n, p in model.named_parameters()}
     assert decayed["weight_decay"] == 0.01 and plain["weight_decay"] == 0.0
@@ -664,7 +666,7 @@ def test_job_flags_reach_the_config(exit_message):
         return job.parse_config(["--input", "x", *flags])[0]
 
     default = config()
-    assert (default.pooling, default.mlp, default.max_grad_norm) == ("last_avg", False, 1.0)
+    assert (default.encoder.pooling, default.mlp, default.max_grad_norm) == ("last_avg", False, 1.0)
     assert (default.dropout, default.lr) == (0.15, 1e-5)  # SIFTER's paper
     assert (config("--objective", "simcse").dropout, config("--objective", "simcse").lr) == (
         0.1, 3e-5)  # SimCSE's paper

@@ -115,7 +115,7 @@ def test_a_job_decides_auto_once_and_an_output_keeps_its_rows_precision(tmp_path
 def test_training_takes_bf16_on_a_cpu_not_fp16():
     from sentray.contrastive.config import TrainConfig
 
-    assert config_of(TrainConfig, precision="bf16").precision == "bf16"
+    assert config_of(TrainConfig, precision="bf16").encoder.precision == "bf16"
     with pytest.raises(ValueError, match="'fp16' is for GPU training"):
         config_of(TrainConfig, precision="fp16")
     with pytest.raises(ValueError, match="'auto' is for encoding"):
