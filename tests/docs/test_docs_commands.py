@@ -81,7 +81,13 @@ def job_of(words: list[str]) -> tuple[str, list[str]] | None:
 
 
 def script_of(words: list[str]) -> Path | None:
-    """The repository script `words` runs (python bench/x.py, bash x.sh, docs/x/y.sh), if any."""
+    """The repository script `words` runs (python bench/x.py, bash x.sh, docs/x/y.sh, python -m
+    bench.x: its __main__.py), if any."""
+    if words[:2] == ["python", "-m"] and len(words) > 2:
+        module = ROOT.joinpath(*words[2].split("."))
+        for path in (module / "__main__.py", module.with_suffix(".py")):
+            if path.is_file():
+                return path
     for word in words[:2]:
         if re.search(r"\.(py|sh)$", word) and (ROOT / word).is_file():
             if not word.startswith("jobs/"):
