@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/ is no package
-from generated_block import block, replace_block  # noqa: E402
+from generated_block import block, write_block  # noqa: E402
 
 from sentray.evaluation.sts import mean_std_table
 
@@ -76,11 +76,7 @@ def main() -> None:
     if not generated:
         raise SystemExit(f"no */metrics.json under {args.records}")
     if args.write_doc:
-        try:
-            args.write_doc.write_text(replace_block(args.write_doc.read_text(), BEGIN, END,
-                                                    generated))
-        except ValueError as exc:
-            raise SystemExit(f"{args.write_doc}: {exc}") from exc
+        write_block(args.write_doc, BEGIN, END, generated)
     print(generated)
 
 

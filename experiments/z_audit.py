@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/ is no package
 from brown_rows import BROWN, ROOT, ParsedRow, kept_rows, parsed_rows  # noqa: E402
-from generated_block import replace_block  # noqa: E402
+from generated_block import write_block  # noqa: E402
 
 from sentray.sifter.positives import (
     ARTICLES,
@@ -251,11 +251,7 @@ def main() -> None:
     if args.table:
         generated = markdown(json.loads(args.out.read_text()))
         if args.write_doc:
-            try:
-                args.write_doc.write_text(replace_block(args.write_doc.read_text(), BEGIN, END,
-                                                        generated))
-            except ValueError as exc:
-                raise SystemExit(f"{args.write_doc}: {exc}") from exc
+            write_block(args.write_doc, BEGIN, END, generated)
         print(generated)
         return
     if len(args.check_rule) != len(args.check_against):
