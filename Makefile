@@ -33,7 +33,7 @@ test-long: $(STAMP)
 	$(PYTHON) -m pytest -q -m long
 
 lint: $(STAMP)
-	$(PYTHON) -m ruff check sentray jobs tests bench docs
+	$(PYTHON) -m ruff check sentray jobs tests bench experiments docs
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PYTHON) bench/bench_pooling.py

@@ -40,8 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# bench/ is no package: embed_peers imports because Python puts a script's folder first on
-# sys.path (`python bench/bench_embed.py` is the way in), as gpu_check.py's siblings do.
+# embed_peers imports because Python puts a script's folder first on sys.path
+# (`python bench/bench_embed.py` is the way in).
 import embed_peers
 import numpy as np
 import pyarrow.dataset as pads

@@ -7,8 +7,8 @@
 #   bash bench/gpu_check.sh --dry-run            # CPU, tiny sizes: checks the script itself
 #   bash bench/gpu_check.sh --out DIR --skip-train --peak-tflops 989 ...
 #
-# Every other flag goes to bench/gpu_check.py (--help lists them). Exits non-zero when a step
-# failed; the table is printed either way.
+# Every other flag goes to `python -m bench.gpu_check` (--help lists them), run from the
+# repository root. Exits non-zero when a step failed; the table is printed either way.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."   # the repository root, whatever the caller's cwd
@@ -31,7 +31,7 @@ done
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 status=0
-"${PYTHON:-python3}" bench/gpu_check.py "$@" || status=$?
+"${PYTHON:-python3}" -m bench.gpu_check "$@" || status=$?
 if [ -f "$out/gpu_check.md" ]; then
     echo
     cat "$out/gpu_check.md"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+GPU_CHECK = [sys.executable, "-m", "bench.gpu_check"]  # run from ROOT
 STEPS = ["gpu_tests", "embed", "ditto_memory", "train"]
 MODEL = "all-MiniLM-L6-v2"  # gpu_check's default --model
 SENTENCES, BATCH_SIZE, MEMORY_BATCH, MEMORY_TOKENS = 16, 8, 2, 8  # the dry run's sizes here
@@ -109,9 +110,9 @@ def test_dry_run_reports_every_step(dry_run):
         assert (f"| {run['pooling']} | fp32 | {run['encode_sentences_per_s']:,.0f} | "
                 f"{run['forward_sentences_per_s']:,.0f} |") in table
     assert table.strip() in stdout  # the wrapper prints it
-    again = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--markdown",
+    again = subprocess.run([*GPU_CHECK, "--markdown",
                             str(Path(report["config"]["out"]) / "gpu_check.json")],
-                           capture_output=True, text=True, check=True)
+                           cwd=ROOT, capture_output=True, text=True, check=True)
     assert again.stdout.strip() == table.strip()
 
 
@@ -219,8 +220,8 @@ def test_markdown_shows_a_failed_step(tmp_path):
         }}
     path = tmp_path / "gpu_check.json"
     path.write_text(json.dumps(report))
-    table = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--markdown",
-                            str(path)], capture_output=True, text=True, check=True).stdout
+    table = subprocess.run([*GPU_CHECK, "--markdown", str(path)], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout
     assert "| train | error | 3.0 | StepFailed: failed: simcse |" in table
     assert "| ditto_memory | not run | | |" in table
     assert "6 passed, 0 skipped, 0 failed, 0 errors of 6" in table

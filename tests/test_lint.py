@@ -1,5 +1,5 @@
 """The code passes ruff (its rules: pyproject.toml's [tool.ruff]) where `make lint` checks it:
-the package, the jobs, the tests, the benchmarks and the docs' scripts."""
+the package, the jobs, the tests, the benchmarks, the experiments and the docs' scripts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ["sentray", "jobs", "tests", "bench", "docs"]  # the Makefile's lint target checks these
+PATHS = ["sentray", "jobs", "tests", "bench", "experiments", "docs"]  # the Makefile's lint target checks these
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ruff") is None,

@@ -1,4 +1,4 @@
-"""docs/experiments/replicate.sh --dry-run: the paper's setting (SimCSE at dropout 0.1 and 0.15,
+"""experiments/replicate.sh --dry-run: the paper's setting (SimCSE at dropout 0.1 and 0.15,
 SIFTER-SimCSE; [CLS] + MLP; lr chosen on STS-B dev; paired seeds) end to end on CPU with the
 packaged model, at tiny sizes (48 rows, 3 steps of 8, SentEval cut to 40 pairs a file)."""
 
@@ -37,7 +37,7 @@ def test_the_dry_run_trains_every_configuration_and_sets_them_beside_the_paper(t
     views = write_views(tmp_path / "views", 48)
     out = tmp_path / "out"
     result = subprocess.run(
-        ["bash", str(ROOT / "docs" / "experiments" / "replicate.sh"), "--dry-run",
+        ["bash", str(ROOT / "experiments" / "replicate.sh"), "--dry-run",
          "all-MiniLM-L6-v2", str(views)], cwd=ROOT, capture_output=True, text=True,
         env={**os.environ, "OUT": str(out), "SENTRAY_DATA_DIR": str(data_dir),
              "HF_HUB_OFFLINE": "1"}, timeout=1200)

@@ -1,6 +1,6 @@
-"""docs/experiments/sifter_study.py's tables: on run records written here, runs are told apart by
+"""experiments/sifter_study.py's tables: on run records written here, runs are told apart by
 lr and SIFTER and SimCSE are paired at the lr each chose on STS-B dev; and docs/results.md's
-generated tables are exactly what the committed records in docs/experiments/runs/ give."""
+generated tables are exactly what the committed records in experiments/runs/ give."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ TASKS = ["STS12", "STSBenchmark"]
 
 
 def experiment(name: str):
-    """docs/experiments/<name>.py as a module (docs/ is no package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "experiments" / f"{name}.py")
+    """experiments/<name>.py as a module (experiments/ is no package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # a dataclass looks its module up there
     spec.loader.exec_module(module)
@@ -141,7 +141,7 @@ def test_a_missing_input_is_made_with_the_z_rule_it_stands_for(study, tmp_path, 
 
 def test_docs_tables_are_the_committed_records(study):
     """docs/results.md's generated study tables are exactly what `--table` makes of the records
-    committed in docs/experiments/runs/; rerun `sifter_study.py --table --write-doc
+    committed in experiments/runs/; rerun `sifter_study.py --table --write-doc
     docs/results.md` after adding records."""
     document = (ROOT / "docs" / "results.md").read_text()
     assert study.BEGIN in document and study.END in document
@@ -272,7 +272,7 @@ def test_the_pooling_reference_names_every_pooling():
 
 
 def test_docs_sst2_tables_are_the_committed_records():
-    """The same for the SST-2 tables (docs/experiments/lstm_table.py): the generated ones are
+    """The same for the SST-2 tables (experiments/lstm_table.py): the generated ones are
     exactly the LSTM records' (no records committed yet: then the document holds none, and its
     SST-2 figures stand outside the generated block, marked as not backed)."""
     lstm_table = experiment("lstm_table")
@@ -334,8 +334,8 @@ def test_simcse_at_its_own_dropout_has_its_own_lr_choice_and_stands_beside_the_p
 
 
 def test_docs_z_audit_is_the_committed_record():
-    """docs/results.md's Z audit tables are what docs/experiments/z_audit.py --table makes of
-    the committed record docs/experiments/audit/z_audit_brown.json."""
+    """docs/results.md's Z audit tables are what experiments/z_audit.py --table makes of
+    the committed record experiments/audit/z_audit_brown.json."""
     z_audit = experiment("z_audit")
     document = (ROOT / "docs" / "results.md").read_text()
     committed = document.split(z_audit.BEGIN, 1)[1].split(z_audit.END, 1)[0].strip("\n")

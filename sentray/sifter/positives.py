@@ -37,7 +37,7 @@ section "Data augmentation"):
   The earlier rule (`z_rule="ud"`, kept to remake the first study's inputs byte for byte) deleted
   every UD `PRON`, `CCONJ` and `SCONJ` and the articles, which also took "nobody", "nothing",
   "anyone", "neither", "if" ("came to party rained.", "saw in room."), and joined the words
-  around a deleted clitic ("Let's not" -> "Letnot"); docs/experiments/z_audit.py measures both
+  around a deleted clitic ("Let's not" -> "Letnot"); experiments/z_audit.py measures both
   on Brown.
 The functions take spaCy `Doc`s (or anything with the same token attributes) and triples; Y's
 dependency backbone and negation rule read a `DependencyParse` (spaCy's, or CoreNLP's own). The

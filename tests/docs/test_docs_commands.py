@@ -19,9 +19,8 @@ import pytest
 from sentray.cli import JOBS
 
 ROOT = Path(__file__).resolve().parents[2]
-# the pages: README.md and every page of the site (docs/experiments holds scripts and records)
-PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md")
-                                      if "experiments" not in p.relative_to(ROOT / "docs").parts)]
+# the pages: README.md and every page of the site
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 RUN_MARK = "<!-- run by tests/docs/test_docs_commands.py -->"
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9_.-]*[a-z0-9]")
@@ -81,7 +80,13 @@ def job_of(words: list[str]) -> tuple[str, list[str]] | None:
 
 
 def script_of(words: list[str]) -> Path | None:
-    """The repository script `words` runs (python bench/x.py, bash x.sh, docs/x/y.sh), if any."""
+    """The repository script `words` runs (python bench/x.py, bash x.sh, docs/x/y.sh, python -m
+    bench.x: its __main__.py), if any."""
+    if words[:2] == ["python", "-m"] and len(words) > 2:
+        module = ROOT.joinpath(*words[2].split("."))
+        for path in (module / "__main__.py", module.with_suffix(".py")):
+            if path.is_file():
+                return path
     for word in words[:2]:
         if re.search(r"\.(py|sh)$", word) and (ROOT / word).is_file():
             if not word.startswith("jobs/"):
@@ -180,7 +185,7 @@ def test_every_script_command_in_the_docs_names_flags_the_script_has():
 def test_every_flag_the_pages_write_exists():
     """Prose included: a flag renamed in a config fails here until every page says the new one."""
     known = job_flags() | OTHER_PROGRAMS
-    for folder in ("bench", "docs/experiments"):
+    for folder in ("bench", "experiments"):
         for script in (ROOT / folder).rglob("*"):
             if script.suffix in (".py", ".sh"):
                 known |= set(FLAG.findall(script.read_text()))

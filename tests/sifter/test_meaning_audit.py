@@ -1,4 +1,4 @@
-"""bench/audit_meaning.py's labeller, the independent method of the meaning audit (issue 43):
+"""experiments/audit_meaning.py's labeller, the independent method of the meaning audit (issue 43):
 surface words only, labels by the rubric of docs/sifter-views.md. Hand-made rows for each of its
 rules, and its record: the rates it reports are recomputed from the rows it holds."""
 
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("audit_meaning", ROOT / "bench" / "audit_meaning.py")
+spec = importlib.util.spec_from_file_location("audit_meaning",
+                                              ROOT / "experiments" / "audit_meaning.py")
 audit = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(audit)
 

@@ -14,10 +14,10 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_check_encoders import Encoders, best_seconds
-from gpu_check_environment import peak_tflops
-from gpu_check_io import read_lines
-from gpu_check_report import StepFailed
+from bench.gpu_check.encoders import Encoders, best_seconds
+from bench.gpu_check.environment import peak_tflops
+from bench.gpu_check.repo_io import read_lines
+from bench.gpu_check.report import StepFailed
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def matmul_tflops(precision: str, device: str, seconds: float = 0.5) -> float:
 def embed_throughput(args: argparse.Namespace, encoders: Encoders, device: str) -> dict:
     """Step 2's record: one run per (precision, pooling); a failed run is recorded with its
     error and the others still run."""
-    from bench_pooling import forward_flops
+    from bench.bench_pooling import forward_flops
 
     texts = read_lines(Path(args.corpus), args.sentences)
     runs, failures = [], []

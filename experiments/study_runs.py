@@ -1,7 +1,7 @@
 """The study's runs and their records, shared by sifter_study.py (which plans, trains and keeps
 them) and study_tables.py (which makes the tables of docs/results.md from them): `Run`, what
 names one; the objectives and SIFTER's lambda ablations a run can be; the few files each finished
-run keeps (committed under docs/experiments/runs/) and how they are read back."""
+run keeps (committed under experiments/runs/) and how they are read back."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import os
 import platform
 import subprocess
 
-from gpu_check_io import ROOT
+from bench.gpu_check.repo_io import ROOT
 
 # Dense (no 2:4 sparsity) peak TFLOP/s from NVIDIA's data sheets, as (name substring, fp16/bf16
 # tensor cores, tf32 tensor cores, fp32 without tensor cores). First match of

@@ -17,7 +17,8 @@ the next one runs; the exit status is 1 when any step failed.
 4. train: steps/s of `jobs/train.py` (SIFTER and SimCSE, global batch 64 and 512, one GPU, bf16)
    on the augmented Brown corpus, each run a subprocess joining one private loopback cluster.
 
-`python bench/gpu_check.py --markdown OUT/gpu_check.json` prints the table again from a JSON.
+`python -m bench.gpu_check --markdown OUT/gpu_check.json` (from the repository root) prints the
+table again from a JSON.
 Relative paths in the options start at the repository root. Away from this machine (no
 ../shared), pass --corpus and --data-dir; step 4 uses out/brown-aug when it exists.
 """
@@ -33,23 +34,22 @@ import sys
 import time
 from pathlib import Path
 
-# bench/ is no package: its gpu_check_*.py siblings import because Python puts a script's folder
-# first on sys.path (`python bench/gpu_check.py` is the way in, and the helper re-enters it).
-from gpu_check_embed import embed_throughput
-from gpu_check_encoders import Encoders
-from gpu_check_environment import environment
-from gpu_check_io import ROOT, SHARED
-from gpu_check_markdown import markdown
-from gpu_check_memory import ditto_memory
-from gpu_check_pytest import gpu_tests
-from gpu_check_ray_cluster import serve_ray_cluster
-from gpu_check_report import Report
-from gpu_check_train import train_throughput
+from bench.gpu_check.ditto_memory import ditto_memory
+from bench.gpu_check.embed import embed_throughput
+from bench.gpu_check.encoders import Encoders
+from bench.gpu_check.environment import environment
+from bench.gpu_check.gpu_tests import gpu_tests
+from bench.gpu_check.markdown import markdown
+from bench.gpu_check.ray_cluster import serve_ray_cluster
+from bench.gpu_check.repo_io import ROOT, SHARED
+from bench.gpu_check.report import Report
+from bench.gpu_check.train import train_throughput
 
-# The steps, in the order they run and are reported; each is one module, bench/gpu_check_*.py:
-# gpu_tests (pytest), embed, ditto_memory (memory), train. The others: report (the JSON, each
+# The steps, in the order they run and are reported; each is one module of bench/gpu_check/, named
+# after it: gpu_tests (pytest), embed, ditto_memory, train. The others: report (the JSON, each
 # step's success or error), markdown (the tables), environment (versions, data-sheet peaks),
-# encoders (shared by embed and ditto_memory), ray_cluster (step 4's cluster), io (subprocesses).
+# encoders (shared by embed and ditto_memory), ray_cluster (step 4's cluster), repo_io (the
+# repository root, the corpus reader, logged subprocesses).
 STEPS = ("gpu_tests", "embed", "ditto_memory", "train")
 
 logger = logging.getLogger("gpu_check")
@@ -66,7 +66,7 @@ SIZES = {
 
 def build_parser() -> argparse.ArgumentParser:
     """Every flag; the size flags default to None and are filled in per mode by parse_args."""
-    parser = argparse.ArgumentParser(description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true",
                         help="every step on CPU at tiny sizes (checks the script, not a GPU)")

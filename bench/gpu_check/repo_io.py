@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository root: relative paths start here
+ROOT = Path(__file__).resolve().parents[2]  # the repository root: relative paths start here
 SHARED = ROOT.parent / "shared"  # the data beside the checkout on the project's machines
 
 

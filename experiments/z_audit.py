@@ -2,10 +2,10 @@
 `CCONJ`, `SCONJ` and the articles; `z_rule="ud"`) against `sentray.sifter.positives`'s
 Penn Treebank rule, and Y as the augmentation job builds it.
 
-    nice -n 19 python docs/experiments/z_audit.py                         # Brown, ~10-25 min
-    nice -n 19 python docs/experiments/z_audit.py --check-against out/brown-aug \\
+    nice -n 19 python experiments/z_audit.py                         # Brown, ~10-25 min
+    nice -n 19 python experiments/z_audit.py --check-against out/brown-aug \\
         --check-rule before                                               # the job's own rows
-    python docs/experiments/z_audit.py --table --write-doc docs/results.md   # the doc's tables
+    python experiments/z_audit.py --table --write-doc docs/results.md   # the doc's tables
 
 For every row the augmentation job keeps (the paper's corpus filter, the job's defaults) it
 parses X with the job's spaCy pipeline and OpenIE extractor and counts, for each rule:
@@ -15,7 +15,7 @@ and, for Y (the same under both rules): rows whose appended backbone has at leas
 words (Y is then nearly X twice). It also counts the subordinators (IN with dependency `mark`)
 the new rule keeps, and the negations and quantifiers its keep-list saved from a deleting tag.
 The record (counts, the most frequent words, example rows) goes to
-docs/experiments/audit/z_audit_brown.json. `--check-against` compares the job's output folder
+experiments/audit/z_audit_brown.json. `--check-against` compares the job's output folder
 row by row (Y, and Z under `--check-rule`) with what this script computes.
 """
 
@@ -30,16 +30,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs/experiments/ is no package
-from generated_block import replace_block  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/ is no package
+from brown_rows import BROWN, ROOT, ParsedRow, kept_rows, parsed_rows  # noqa: E402
+from generated_block import write_block  # noqa: E402
 
-from sentray.sifter.corpus_filter import filter_reasons
-from sentray.sifter.parsers import ParseCache, load_spacy, spacy_load_redirect
 from sentray.sifter.positives import (
     ARTICLES,
     DELETED_TAGS,
     KEPT_WORDS,
-    Triple,
     augment,
     dependency_backbone,
     prune_text,
@@ -47,10 +45,7 @@ from sentray.sifter.positives import (
     tidy_spacing,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-BROWN = ROOT.parent / "shared" / "data" / "corpus" / "brown.txt"
-RECORD = ROOT / "docs" / "experiments" / "audit" / "z_audit_brown.json"
-MAX_PARSE_CHARS = 1000  # the job's default: longer texts are parsed from a truncated copy
+RECORD = ROOT / "experiments" / "audit" / "z_audit_brown.json"
 BACKBONE_SHARE = 0.7  # "Y's appended backbone is at least 70% as long as X" (issue 25)
 
 def kept_words_lost(x: str, z: str) -> list[str]:
@@ -72,16 +67,6 @@ def tag_would_delete(token) -> bool:
 # -- rows -----------------------------------------------------------------------------------------
 
 
-def kept_rows(path: Path, limit: int | None) -> list[tuple[str, str]]:
-    """(id, text) of the rows the augmentation job keeps, ids as the job writes them."""
-    texts = path.read_text(encoding="utf-8").splitlines()
-    reasons = filter_reasons(texts)
-    rows = [(f"{path.name}:{i}", text) for i, (text, reason) in enumerate(zip(texts, reasons,
-                                                                            strict=True))
-            if reason is None and text.strip()]
-    return rows[:limit] if limit else rows
-
-
 def with_tail(pruned: str, head: str, text: str) -> str:
     """Z of a text parsed from a truncated copy: the untouched tail appended (as the job)."""
     tail = text[len(head):]
@@ -91,15 +76,10 @@ def with_tail(pruned: str, head: str, text: str) -> str:
     return tidy_spacing(pruned + joint + tail)
 
 
-def row_views(row_id: str, text: str, doc, extractor, seed: int) -> dict:
-    """X, Y, both Zs and what the audit counts for one row."""
-    head = text[:MAX_PARSE_CHARS]
-    try:
-        triples = [Triple(t.subject, t.relation, t.object)
-                   for t in extractor.extract_triplet_objects(head)]
-    except Exception:  # the job falls back to the dependency backbone too
-        triples = []
-    result = augment(text, doc, triples, rng=row_rng(seed, row_id))
+def row_views(row: ParsedRow, seed: int) -> dict:
+    """X, Y, both Zs and what the audit counts for one parsed row."""
+    row_id, text, head, doc = row.id, row.text, row.head, row.doc
+    result = augment(text, doc, row.triples, rng=row_rng(seed, row_id))
     backbone = (result.triple.as_sentence() if result.triple is not None
                 else dependency_backbone(doc) if result.backbone_source == "dependency" else "")
     return {
@@ -115,27 +95,13 @@ def row_views(row_id: str, text: str, doc, extractor, seed: int) -> dict:
     }
 
 
-def parsed_rows(rows: list[tuple[str, str]], seed: int, batch: int = 256):
-    """Every row's views, parsed in batches through the job's pipeline and OpenIE extractor
-    (triplet-extract answered from the batch's parses, as the job's ParseCache does)."""
-    from triplet_extract import OpenIEExtractor
-
-    nlp = load_spacy()
-    cache = ParseCache(nlp)
-    with spacy_load_redirect():
-        extractor = OpenIEExtractor(nlp=cache, enable_entailment=False)
-    started = time.perf_counter()
-    for start in range(0, len(rows), batch):
-        chunk = rows[start:start + batch]
-        heads = [text[:MAX_PARSE_CHARS] for _, text in chunk]
-        docs = list(nlp.pipe(heads, batch_size=64))
-        cache.prime(heads, docs)
-        for (row_id, text), doc in zip(chunk, docs, strict=True):
-            yield row_views(row_id, text, doc, extractor, seed)
-        done = start + len(chunk)
+def audited_rows(rows: list[tuple[str, str]], seed: int, batch: int = 256) -> list[dict]:
+    """Every row's views, parsed as the job parses it (brown_rows.parsed_rows)."""
+    def progress(done: int, seconds: float) -> None:
         if done % (batch * 20) < batch or done == len(rows):
-            print(f"{done:,}/{len(rows):,} rows, {done / (time.perf_counter() - started):.0f} "
-                  "rows/s", flush=True)
+            print(f"{done:,}/{len(rows):,} rows, {done / seconds:.0f} rows/s", flush=True)
+
+    return [row_views(row, seed) for row in parsed_rows(rows, batch, progress)]
 
 
 # -- the record -----------------------------------------------------------------------------------
@@ -205,8 +171,8 @@ def check_against(views: list[dict], folder: Path, rule: str) -> dict:
 
 
 # docs/results.md holds the audit's tables between these lines (--table --write-doc)
-BEGIN = ("<!-- generated by `python docs/experiments/z_audit.py --table --write-doc` from "
-         "docs/experiments/audit/z_audit_brown.json; do not edit by hand -->")
+BEGIN = ("<!-- generated by `python experiments/z_audit.py --table --write-doc` from "
+         "experiments/audit/z_audit_brown.json; do not edit by hand -->")
 END = "<!-- end of the generated Z audit -->"
 
 
@@ -285,11 +251,7 @@ def main() -> None:
     if args.table:
         generated = markdown(json.loads(args.out.read_text()))
         if args.write_doc:
-            try:
-                args.write_doc.write_text(replace_block(args.write_doc.read_text(), BEGIN, END,
-                                                        generated))
-            except ValueError as exc:
-                raise SystemExit(f"{args.write_doc}: {exc}") from exc
+            write_block(args.write_doc, BEGIN, END, generated)
         print(generated)
         return
     if len(args.check_rule) != len(args.check_against):
@@ -299,7 +261,8 @@ def main() -> None:
     import spacy
 
     started = time.perf_counter()
-    views = list(parsed_rows(kept_rows(args.corpus, args.limit), args.seed))
+    rows = kept_rows(args.corpus)
+    views = audited_rows(rows[:args.limit] if args.limit else rows, args.seed)
     record = {"corpus": args.corpus.name, "limit": args.limit, "seed": args.seed,
               "spacy": spacy.__version__, "triplet_extract": metadata.version("triplet-extract"),
               **summarise(views, args.examples, args.seed),

@@ -1,6 +1,6 @@
 """The markdown report: gpu_check's tables, built from the JSON report alone.
 
-The README's tables are pasted from here, and `python bench/gpu_check.py --markdown JSON`
+The README's tables are pasted from here, and `python -m bench.gpu_check --markdown JSON`
 rebuilds them from any saved gpu_check.json, so nothing in them may come from anywhere else.
 One function per section; a section whose step did not run (or measured nothing) is left out,
 and a run that failed shows its error in place of its figures."""

@@ -11,8 +11,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from gpu_check_io import run_logged, tail
-from gpu_check_report import StepFailed
+from bench.gpu_check.repo_io import run_logged, tail
+from bench.gpu_check.report import StepFailed
 
 
 def gpu_tests(args: argparse.Namespace, out: Path) -> dict:

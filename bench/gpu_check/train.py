@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from gpu_check_io import ROOT, read_lines, run_logged, tail
-from gpu_check_ray_cluster import private_ray_cluster
-from gpu_check_report import StepFailed
+from bench.gpu_check.ray_cluster import private_ray_cluster
+from bench.gpu_check.repo_io import ROOT, read_lines, run_logged, tail
+from bench.gpu_check.report import StepFailed
 
 logger = logging.getLogger(__name__)
 

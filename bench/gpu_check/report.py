@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from gpu_check_markdown import markdown
+from bench.gpu_check.markdown import markdown
 
 logger = logging.getLogger(__name__)
 

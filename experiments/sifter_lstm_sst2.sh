@@ -2,7 +2,7 @@
 # SIFTER-LSTM vs the LSTM baseline on SST-2: the same settings for both cells, 3 seeds each;
 # model selected on dev every 50 steps, the best state scored on test; then the table.
 # The two cells of a seed train side by side, one torch thread each (2-core machine).
-# Usage (from the repository root): bash docs/experiments/sifter_lstm_sst2.sh [OUT] [EPOCHS] [LR]
+# Usage (from the repository root): bash experiments/sifter_lstm_sst2.sh [OUT] [EPOCHS] [LR]
 # (the paper's lr 1e-5 leaves the MiniLM-initialised LSTM at the majority class for 1,100+ steps;
 # docs/results.md)
 set -euo pipefail
@@ -25,11 +25,11 @@ for seed in 1 2 3; do
 done
 
 # each finished run's small record (metrics.json: config, history, accuracies; no weights) is
-# kept, committed, under docs/experiments/runs/lstm/: the tables in docs/results.md come from it
-RECORDS=docs/experiments/runs/lstm
+# kept, committed, under experiments/runs/lstm/: the tables in docs/results.md come from it
+RECORDS=experiments/runs/lstm
 for run in "$OUT"/*-seed*/; do
   [ -f "$run/metrics.json" ] || continue
   mkdir -p "$RECORDS/$(basename "$run")"
   cp "$run/metrics.json" "$RECORDS/$(basename "$run")/metrics.json"
 done
-python docs/experiments/lstm_table.py "$RECORDS"
+python experiments/lstm_table.py "$RECORDS"

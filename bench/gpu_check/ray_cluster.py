@@ -1,7 +1,7 @@
 """The private loopback Ray cluster step 4's jobs join, held by a helper process.
 
 One cluster for every job saves a cluster start per job (tens of seconds each). A helper process
-(`python bench/gpu_check.py --serve-ray-cluster CPUS GPUS`), rather than this one, makes a
+(`python -m bench.gpu_check --serve-ray-cluster CPUS GPUS`), rather than this one, makes a
 failed start retryable and the teardown exact: closing its stdin shuts down the cluster it
 started, and only that one. The helper's stdout carries one line, `RAY_ADDRESS=...`."""
 
@@ -16,11 +16,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpu_check_io import ROOT, job_env, tail
+from bench.gpu_check.repo_io import ROOT, job_env, tail
 
 logger = logging.getLogger(__name__)
 
-ENTRY_POINT = Path(__file__).with_name("gpu_check.py")  # it answers --serve-ray-cluster
+# run from the repository root (cwd=ROOT); it answers --serve-ray-cluster
+ENTRY_POINT = ["-m", "bench.gpu_check"]
 
 
 @contextlib.contextmanager
@@ -31,7 +32,7 @@ def private_ray_cluster(out: Path, cpus: int, gpus: int, timeout: int) -> Iterat
     for attempt in (1, 2):  # a loaded 2-core machine can miss Ray's fixed 30 s start deadline
         with log.open("a") as stderr:
             helper = subprocess.Popen(
-                [sys.executable, str(ENTRY_POINT), "--serve-ray-cluster", str(cpus), str(gpus)],
+                [sys.executable, *ENTRY_POINT, "--serve-ray-cluster", str(cpus), str(gpus)],
                 cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                 text=True, env=job_env())
         ready, _, _ = select.select([helper.stdout], [], [], timeout)

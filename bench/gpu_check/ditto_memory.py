@@ -12,8 +12,8 @@ import argparse
 import logging
 import time
 
-from gpu_check_encoders import Encoders, synchronize
-from gpu_check_report import StepFailed
+from bench.gpu_check.encoders import Encoders, synchronize
+from bench.gpu_check.report import StepFailed
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ CPU_NOTE = ("CPU: not measured (torch's CPU allocator keeps no peak counter and 
 def ditto_memory(args: argparse.Namespace, encoders: Encoders, device: str) -> dict:
     """Step 3's record: one run per (precision, fast/eager) and, per precision where both were
     measured, eager's peak over fast's."""
-    from bench_pooling import forward_flops
+    from bench.bench_pooling import forward_flops
 
     batch, tokens = args.memory_batch, args.memory_tokens
     runs, failures = [], []

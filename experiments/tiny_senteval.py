@@ -2,7 +2,7 @@
 (STS/STS12-en-test/..., STS/STSBenchmark/sts-{dev,test}.csv, SICK/...), so every loader and job
 reads it as it reads the real one, in seconds.
 
-    python docs/experiments/tiny_senteval.py SRC DST [--pairs 40]
+    python experiments/tiny_senteval.py SRC DST [--pairs 40]
 
 STS12-16's input and gold-score files are line-aligned, so their first N lines stay pairs; the
 SICK files keep their header line. The scores mean nothing about a model: this is a set-up check.

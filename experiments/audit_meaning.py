@@ -7,10 +7,10 @@ seeded sample of the rows the job keeps, with whichever `sentray` is importable,
 JSON line per row (X, the backbone, its source). Run it twice, on the code before and after:
 
     git worktree add out/views-before 9804951      # main before issue 43
-    PYTHONPATH=out/views-before nice -n 19 python bench/audit_meaning.py make \\
+    PYTHONPATH=out/views-before nice -n 19 python experiments/audit_meaning.py make \\
         --rows 6000 --out out/before.jsonl
-    nice -n 19 python bench/audit_meaning.py make --rows 6000 --out out/after.jsonl
-    python bench/audit_meaning.py label out/before.jsonl out/after.jsonl \\
+    nice -n 19 python experiments/audit_meaning.py make --rows 6000 --out out/after.jsonl
+    python experiments/audit_meaning.py label out/before.jsonl out/after.jsonl \\
         --out bench/results/meaning-audit.json
 
 `label` labels every row's backbone entailed / not entailed / contradicts by the rubric of
@@ -29,13 +29,12 @@ import json
 import random
 import re
 import subprocess
-import time
+import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BROWN = ROOT.parent / "shared" / "data" / "corpus" / "brown.txt"
-MAX_PARSE_CHARS = 1000  # the job's default
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/ is no package
+from brown_rows import BROWN, kept_rows, parsed_rows  # noqa: E402
 
 # -- the labeller: surface words only -------------------------------------------------------------
 
@@ -183,11 +182,7 @@ def label(x: str, backbone: str) -> tuple[str, list[str]]:
 
 def sampled_rows(path: Path, rows: int, seed: int) -> list[tuple[str, str]]:
     """(id, text) of a seeded sample of the rows the augmentation job keeps, in corpus order."""
-    from sentray.sifter.corpus_filter import filter_reasons
-
-    texts = path.read_text(encoding="utf-8").splitlines()
-    kept = [(f"{path.name}:{i}", t) for i, (t, reason) in enumerate(
-        zip(texts, filter_reasons(texts), strict=True)) if reason is None and t.strip()]
+    kept = kept_rows(path)
     if rows and rows < len(kept):
         kept = sorted(random.Random(seed).sample(kept, rows),
                       key=lambda r: int(r[0].rsplit(":", 1)[1]))
@@ -206,36 +201,21 @@ def code_version() -> str:
 
 
 def make(args: argparse.Namespace) -> None:
-    from triplet_extract import OpenIEExtractor
+    """One JSON line per sampled row: X, the backbone Y appends and its source, as the job
+    (brown_rows.parsed_rows) makes them."""
+    from sentray.sifter.positives import augment, row_rng
 
-    from sentray.sifter.parsers import ParseCache, load_spacy, spacy_load_redirect
-    from sentray.sifter.positives import Triple, augment, row_rng
+    rows, version = sampled_rows(args.corpus, args.rows, args.seed), code_version()
 
-    nlp = load_spacy()
-    cache = ParseCache(nlp)
-    with spacy_load_redirect():
-        extractor = OpenIEExtractor(nlp=cache, enable_entailment=False)
-    rows, started, version = sampled_rows(args.corpus, args.rows, args.seed), time.time(), \
-        code_version()
+    def progress(done: int, seconds: float) -> None:
+        print(f"{done:,}/{len(rows):,} rows, {seconds:.0f} s", flush=True)
+
     with args.out.open("w", encoding="utf-8") as out:
-        for start in range(0, len(rows), 256):
-            chunk = rows[start:start + 256]
-            heads = [text[:MAX_PARSE_CHARS] for _, text in chunk]
-            docs = list(nlp.pipe(heads, batch_size=64))
-            cache.prime(heads, docs)
-            for (row_id, text), head, doc in zip(chunk, heads, docs, strict=True):
-                try:
-                    found = extractor.extract_triplet_objects(head)
-                except Exception:  # the job falls back to the dependency backbone too
-                    found = []
-                y = augment(text, doc, [Triple(t.subject, t.relation, t.object) for t in found],
-                            rng=row_rng(args.seed, row_id))
-                out.write(json.dumps({"id": row_id, "x": text, "backbone": y.backbone,
-                                      "source": y.backbone_source, "code": version,
-                                      "corpus": args.corpus.name},
-                                     ensure_ascii=False) + "\n")
-            print(f"{start + len(chunk):,}/{len(rows):,} rows, "
-                  f"{time.time() - started:.0f} s", flush=True)
+        for row in parsed_rows(rows, 256, progress):
+            y = augment(row.text, row.doc, row.triples, rng=row_rng(args.seed, row.id))
+            out.write(json.dumps({"id": row.id, "x": row.text, "backbone": y.backbone,
+                                  "source": y.backbone_source, "code": version,
+                                  "corpus": args.corpus.name}, ensure_ascii=False) + "\n")
 
 
 # -- label: the record ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs/experiments/ is no package
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/ is no package
 from study_runs import ABLATIONS, LABELS, Run, load  # noqa: E402
 
 READOUT_LABELS = {"own": "mean (the model's own), no MLP",

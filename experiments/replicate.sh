@@ -8,12 +8,12 @@
 # epoch over CORPUS, STS-B dev every 125 steps, the best checkpoint scored on the 7 STS tasks;
 # then the table beside the papers' figures (BERT-base: SimCSE 76.25, SIFTER-SimCSE 78.20).
 #
-#   docs/experiments/replicate.sh MODEL_DIR CORPUS      # on a GPU machine
-#   docs/experiments/replicate.sh --dry-run [MODEL_DIR [CORPUS]]   # CPU, tiny sizes, minutes
+#   experiments/replicate.sh MODEL_DIR CORPUS      # on a GPU machine
+#   experiments/replicate.sh --dry-run [MODEL_DIR [CORPUS]]   # CPU, tiny sizes, minutes
 #
 # CORPUS is jobs/augment.py's output folder (X, Y, Z), or a text file of one sentence a line,
 # augmented here first (1M sentences: run jobs/augment.py on a cluster instead, see the README).
-# It drives docs/experiments/sifter_study.py (parts lr, main, dropout); a stopped run resumes.
+# It drives experiments/sifter_study.py (parts lr, main, dropout); a stopped run resumes.
 # Settings from the environment (defaults for the real run / the dry run):
 #   OUT          out/replicate / out/replicate-dry-run   run folders (runs/), records, table
 #   SEEDS        1,2,3,4,5 / 1        LRS    1e-5,3e-5,5e-5 / 1e-5,3e-5
@@ -24,10 +24,10 @@
 #   PARALLEL     1 / 2 (runs at once)          SENTRAY_DATA_DIR   SentEval's data/downstream
 # The dry run uses the packaged all-MiniLM-L6-v2 (read out by [CLS] + MLP like a raw encoder),
 # the first 200 sentences of the bundled Brown sample and SentEval cut to 40 pairs a file
-# (docs/experiments/tiny_senteval.py): it checks the set-up; its scores mean nothing.
+# (experiments/tiny_senteval.py): it checks the set-up; its scores mean nothing.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python}"
 DRY_RUN=0
 if [[ "${1:-}" == "--dry-run" ]]; then
@@ -44,7 +44,7 @@ if (( DRY_RUN )); then
     EVAL_FLAGS="${EVAL_FLAGS:---device cpu}"
     PARALLEL="${PARALLEL:-2}"
     DATA_DIR="$OUT/senteval-tiny"
-    [[ -d "$DATA_DIR/STS" ]] || "$PYTHON" "$ROOT/docs/experiments/tiny_senteval.py" \
+    [[ -d "$DATA_DIR/STS" ]] || "$PYTHON" "$ROOT/experiments/tiny_senteval.py" \
         "$SENTEVAL" "$DATA_DIR" --pairs 40
     UNTRAINED=(--no-untrained)  # the untrained rows cost two more jobs and check nothing new
 else
@@ -79,7 +79,7 @@ if [[ -f "$CORPUS" ]]; then  # a text file: augment it first (X, Y, Z)
     CORPUS="$AUGMENTED"
 fi
 
-STUDY=("$PYTHON" "$ROOT/docs/experiments/sifter_study.py" --out "$OUT/runs"
+STUDY=("$PYTHON" "$ROOT/experiments/sifter_study.py" --out "$OUT/runs"
        --records "$OUT/records" --input "$CORPUS" --model "$MODEL_DIR" --data-dir "$DATA_DIR"
        --readouts cls-simcse --seeds "$SEEDS" --lrs "$LRS" --steps "$STEPS" --eval-steps "$EVAL_STEPS"
        --simcse-dropouts 0.1 --parallel "$PARALLEL" --train-flags "$TRAIN_FLAGS"
