@@ -119,7 +119,7 @@ def _append(table, work: list[PartWork], output: storage.Location, location: sto
         if use_ray:
             append_ray(location.uri if location.is_s3 else location.path, group,
                        output.filesystem, schema, texts, corpus,
-                       lance_storage_options(location.uri, config.s3_endpoint))
+                       lance_storage_options(location.uri, config.s3_endpoint), table.version)
             table.checkout_latest()
         else:
             append_local(table, group, output.filesystem, schema, texts, corpus)

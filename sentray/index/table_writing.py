@@ -7,6 +7,7 @@ streamed part by part from this process, or through Ray Data's `write_lance` on 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import posixpath
@@ -108,17 +109,25 @@ def append_local(table, group: list[PartWork], filesystem, schema: pa.Schema,
 
 def append_ray(uri: str, group: list[PartWork], filesystem, schema: pa.Schema,
                texts: TextSources | None, corpus: CorpusConfig | None,
-               storage_options: dict[str, str]) -> None:
+               storage_options: dict[str, str], read_version: int) -> None:
     """Append the rows of `group` in one commit through Ray Data: a task per part reads it and
-    `write_lance` writes the fragments on the workers, the commit once at the end."""
+    writes its Lance fragments on the worker; the driver commits their metadata (a few hundred
+    bytes a fragment) once. This is what Ray Data's `write_lance` does; it is written out here
+    because Ray 2.60's `write_lance` passes pylance 14 an argument it no longer takes."""
+    import lance
     import ray
+    from lance.fragment import FragmentMetadata
 
     parts = ray.data.from_items([dataclasses.asdict(part) for part in group],
                                 override_num_blocks=len(group))
-    rows = parts.map_batches(ReadParts, fn_constructor_args=(filesystem, schema, texts, corpus),
-                             batch_size=1, batch_format="pyarrow",
-                             concurrency=(1, max(1, len(group))))
-    rows.write_lance(uri, schema=schema, mode="append", storage_options=storage_options or None)
+    written = parts.map_batches(
+        WriteParts, fn_constructor_args=(uri, filesystem, schema, texts, corpus,
+                                         storage_options), batch_size=1,
+        batch_format="pyarrow", concurrency=(1, max(1, len(group))))
+    fragments = [FragmentMetadata.from_json(row["fragment"])
+                 for row in written.take_all()]
+    lance.LanceDataset.commit(uri, lance.LanceOperation.Append(fragments),
+                              read_version=read_version, storage_options=storage_options or None)
 
 
 def _text_source(texts: TextSources | None, part: PartWork) -> Source | None:
@@ -130,18 +139,26 @@ def _text_source(texts: TextSources | None, part: PartWork) -> Source | None:
     return texts[part.source_key]
 
 
-class ReadParts:
-    """The Ray Data callable of `append_ray`: a batch of one part -> its rows, as stored."""
+class WriteParts:
+    """The Ray Data callable of `append_ray`: a batch of one part -> its rows written as Lance
+    fragments of the table (not committed) -> one row per fragment, its metadata as JSON."""
 
-    def __init__(self, filesystem, schema: pa.Schema, texts: TextSources | None,
-                 corpus: CorpusConfig | None) -> None:
-        self.filesystem, self.schema, self.texts, self.corpus = filesystem, schema, texts, corpus
+    def __init__(self, uri: str, filesystem, schema: pa.Schema, texts: TextSources | None,
+                 corpus: CorpusConfig | None, storage_options: dict[str, str]) -> None:
+        self.uri, self.filesystem, self.schema = uri, filesystem, schema
+        self.texts, self.corpus, self.storage_options = texts, corpus, storage_options
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        tables = []
+        from lance.fragment import write_fragments
+
+        fragments = []
         for item in batch.to_pylist():
             part = PartWork(**{**item, "runs": tuple(tuple(run) for run in item["runs"])})
             rows, _ = part_rows(part, self.filesystem, self.schema.field("vector").type,
                                 _text_source(self.texts, part), self.corpus)
-            tables.append(rows.cast(self.schema))
-        return pa.concat_tables(tables)
+            if rows.num_rows:
+                fragments += write_fragments(rows.cast(self.schema), self.uri,
+                                             schema=self.schema,
+                                             storage_options=self.storage_options or None)
+        return pa.table({"fragment": [json.dumps(fragment.to_json()) for fragment in fragments]},
+                        schema=pa.schema([("fragment", pa.string())]))
