@@ -94,8 +94,6 @@ class SearchConfig:
         if self.k < 1 or self.nprobes < 1 or self.refine_factor < 0:
             raise ValueError(f"k and nprobes must be >= 1 and refine_factor >= 0, got k={self.k}, "
                              f"nprobes={self.nprobes}, refine_factor={self.refine_factor}")
-        if not self.query and self.queries is None:
-            raise ValueError("no query given: --query TEXT (repeatable) or --queries FILE")
         empty = [i for i, q in enumerate(self.query) if not q.strip()]
         if empty:
             raise ValueError(f"--query number {empty[0] + 1} is empty: give the text to search "

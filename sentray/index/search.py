@@ -117,6 +117,9 @@ def search(output_or_index: str, queries: str | Sequence[str], k: int = 10, *,
 
 
 def read_queries(config: SearchConfig) -> list[str]:
+    """The --query texts, then the lines of --queries FILE (blank lines skipped)."""
+    if not config.query and config.queries is None:
+        raise ValueError("no query given: --query TEXT (repeatable) or --queries FILE")
     queries = list(config.query)
     if config.queries is not None:
         location = storage.locate(config.queries, config.s3_endpoint)

@@ -249,3 +249,64 @@ def test_the_python_api_opens_once_and_answers_many(copy_of):
     hits = index.search(["one query", "and another"], k=4)
     assert [len(h) for h in hits] == [4, 4]
     assert all(hits[0][i]["score"] >= hits[0][i + 1]["score"] for i in range(3))
+
+
+def test_s3_output_index_and_search(embedded, moto_s3):
+    """The output on S3 (a moto server on loopback), the table beside it, through the same
+    storage options as the embedding job (--s3-endpoint and the environment's keys)."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
+    s3.create_bucket(Bucket="index-test")
+    for path in (embedded / "out").rglob("*"):
+        if path.is_file():
+            key = f"emb/{path.relative_to(embedded / 'out')}"
+            s3.put_object(Bucket="index-test", Key=key, Body=path.read_bytes())
+    args = ["s3://index-test/emb", "--s3-endpoint", moto_s3]
+    summary = load_job("index").main(args)
+    assert summary["table"] == "s3://index-test/emb/_index.lance"
+    assert summary["rows_added"] == 259
+    assert load_job("index").main(args)["rows_added"] == 0
+    text = embedded.joinpath("in", "b.txt").read_text().splitlines()[5]
+    [hits] = search("s3://index-test/emb", [text], k=2, s3_endpoint=moto_s3)
+    assert hits[0]["id"] == "b.txt:5"
+
+
+@pytest.mark.ray
+def test_the_ray_data_path_writes_the_same_table(ray_cluster, copy_of, tmp_path):
+    """--write ray: each part read and written as Lance fragments by a Ray Data task, one
+    commit a group; the same rows as the local path, texts joined on the workers."""
+    output = copy_of("out")
+    uri = tmp_path / "t.lance"
+    summary = load_job("index").main([str(output), "--index-uri", str(uri), "--write", "ray",
+                                      "--rows-per-commit", "100", "--text-from",
+                                      str(output.parent.parent / "in")])
+    assert summary["rows_added"] == 259
+    assert_table_is_output(uri, output)
+    assert read_table(uri).to_arrow().column("text").null_count == 0
+
+
+@pytest.mark.long
+@pytest.mark.slow
+def test_the_bundled_sample_end_to_end_from_the_cli(tmp_path):
+    """embed -> index -> search on the bundled sample with the packaged model, as the docs
+    page runs it, each a command of its own."""
+    import subprocess
+
+    from sentray.corpus.sources import sample_corpus
+
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = tmp_path / "emb"
+
+    def run(*words: str) -> str:
+        done = subprocess.run([sys.executable, *words], capture_output=True, text=True, env=env,
+                              cwd=Path(__file__).resolve().parents[2], check=True)
+        return done.stdout
+
+    run("jobs/embed.py", "--output", str(out))
+    summary = json.loads(run("jobs/index.py", str(out), "--text-from", sample_corpus())
+                         .splitlines()[-1])
+    assert summary["rows"] == 1000 - summary["rows_without_vector_total"]
+    line = Path(sample_corpus()).read_text(encoding="utf-8").splitlines()[123]
+    found = json.loads(run("jobs/search.py", str(out), "--query", line, "--json").splitlines()[-1])
+    assert found["hits"][0]["text"] == line
