@@ -34,7 +34,8 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 # (index type, partitions: "auto" = the job's default) x the search settings tried on each
-SEARCHES = [(20, 10), (20, 0), (10, 10), (40, 10)]  # (nprobes, refine_factor)
+# (nprobes, refine_factor); nprobes None: the search default (max(20, partitions / 3))
+SEARCHES = [(None, 10), (None, 0), (10, 10), (20, 10), (40, 10), (80, 10), (160, 10)]
 
 
 def cpu_line() -> str:
@@ -55,8 +56,10 @@ def held_out(path: Path, indexed_texts: set[str], count: int, seed: int) -> list
 
 def build(embeddings: Path, table: Path, flags: list[str]) -> dict:
     """Run the index job in a process of its own; its seconds and peak RSS (MiB)."""
-    code = ("import resource, sys; from sentray.cli import main; main(sys.argv[1:]); "
-            "print('PEAK_RSS_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    # VmHWM: this process's own peak (ru_maxrss would carry the forking parent's over exec)
+    code = ("import re, sys; from sentray.cli import main; main(sys.argv[1:]); print("
+            "'PEAK_RSS_KIB', re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status')"
+            ".read()).group(1))")
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, "index", str(embeddings),
                            "--index-uri", str(table), *flags], capture_output=True, text=True,
@@ -100,10 +103,10 @@ def measure(index, vectors: np.ndarray, exact: list[list[str]], k: int, nprobes:
     recalls, latencies = [], []
     for vector, truth in zip(vectors, exact, strict=True):
         started = time.perf_counter()
-        hits = index._one(vector, None, k, nprobes, refine)
+        hits = index._one(vector, None, k, nprobes or index.nprobes, refine)
         latencies.append((time.perf_counter() - started) * 1000)
         recalls.append(len({h["id"] for h in hits} & set(truth)) / k)
-    return {"nprobes": nprobes, "refine_factor": refine,
+    return {"nprobes": nprobes or f"default ({index.nprobes})", "refine_factor": refine,
             "recall_at_10": round(float(np.mean(recalls)), 4),
             "p50_ms": round(float(np.percentile(latencies, 50)), 2),
             "p99_ms": round(float(np.percentile(latencies, 99)), 2)}

@@ -130,7 +130,17 @@ def default_text(hint: Any, value: Any) -> str:
     return str(value)
 
 
-def spelling(name: str, hint: Any) -> str:
+def positional(hint: Any) -> bool:
+    """A field given as a bare word (`sentray search OUTPUT`), not as a flag."""
+    import tyro
+
+    return typing.get_origin(hint) is typing.Annotated and any(
+        marker is tyro.conf.Positional for marker in hint.__metadata__)
+
+
+def spelling(name: str, hint: Any, bare_word: bool = False) -> str:
+    if bare_word:  # written as its metavar, first on the command line
+        return name.upper()
     flag = "--" + name.replace("_", "-")
     if hint is bool or hint == bool | None:  # sentray.cli turns --no-X into --X false
         return f"{flag}, --no-{flag[2:]}"
@@ -156,7 +166,8 @@ def groups_of(config: Any, title: str = "options", source_doc: str = "") -> list
         if is_group(bare(hint)):
             nested += groups_of(value, f"{item.name} options", help_text)
             continue
-        flags.append(Flag(item.name, spelling(item.name, bare(hint)), kind_text(bare(hint)),
+        flags.append(Flag(item.name, spelling(item.name, bare(hint), positional(hint)),
+                          kind_text(bare(hint)),
                           default_text(bare(hint), value), help_text))
     description = " ".join(part for part in (first_paragraph(config_type.__doc__),
                                              " ".join(source_doc.split())) if part)

@@ -80,8 +80,9 @@ class SearchConfig:
     queries: str | None = None  # a text file of queries, one per line
     k: Annotated[int, tyro.conf.arg(aliases=("-k",))] = 10  # results per query
     json: bool = False  # one JSON object per query instead of a table
-    # IVF partitions searched per query (default 20: bench/bench_index.py's recall@10 >= 0.95)
-    nprobes: int = 20
+    # IVF partitions searched per query (default: a third of the index's, at least 20; chosen
+    # by bench/bench_index.py for recall@10 >= 0.95)
+    nprobes: int | None = None
     # candidates re-ranked by their exact distance: k x this (IVF_PQ; 0: none); binary tables:
     # candidates re-ranked by the float query against their bits (0: hamming order only)
     refine_factor: int = 10
@@ -91,7 +92,8 @@ class SearchConfig:
     def __post_init__(self) -> None:
         if not self.index:
             raise ValueError("no index given: an embedding output folder or a .lance table")
-        if self.k < 1 or self.nprobes < 1 or self.refine_factor < 0:
+        if self.k < 1 or (self.nprobes is not None and self.nprobes < 1) or \
+                self.refine_factor < 0:
             raise ValueError(f"k and nprobes must be >= 1 and refine_factor >= 0, got k={self.k}, "
                              f"nprobes={self.nprobes}, refine_factor={self.refine_factor}")
         empty = [i for i, q in enumerate(self.query) if not q.strip()]

@@ -30,6 +30,7 @@ class IndexState:
     null_rows: int = 0  # rows read that had no vector (null, empty, invalid_utf8): left out
     trained_rows: int = 0  # rows the ANN index was trained on (0: no ANN index)
     index_type: str | None = None
+    partitions: int = 0  # the ANN index's IVF partitions
 
     @classmethod
     def read(cls, table: storage.Location) -> IndexState | None:

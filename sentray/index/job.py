@@ -61,7 +61,7 @@ def run_index(config: IndexConfig) -> dict:
     action = ann.index_action(config, description, state.rows, state.trained_rows,
                               ann.unindexed_rows(table) if state.trained_rows else 0)
     if action == "train":
-        ann.train(table, config, description, state.rows)
+        state.partitions = ann.train(table, config, description, state.rows)
         state.trained_rows, state.index_type = state.rows, config.index_type
     elif action == "extend":
         ann.extend(table)

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sentray.index.ann import default_nprobes
 from sentray.index.config import DEFAULT_TABLE, SearchConfig
 from sentray.index.embedding_record import EmbeddingDescription, query_encoder
+from sentray.index.index_state import IndexState
 from sentray.index.table_writing import connect, open_table
 from sentray.kit import storage
 
@@ -52,11 +54,16 @@ class VectorIndex:
                               if self.binary else None)
         self.columns = [c for c in ("id", "source", "row", "text")
                         if c in self.table.schema.names]
+        state = IndexState.read(storage.locate(self.uri, s3_endpoint))
+        self.nprobes = default_nprobes(state.partitions if state else 0)
 
-    def search(self, queries: Sequence[str], k: int = 10, *, nprobes: int = 20,
+    def search(self, queries: Sequence[str], k: int = 10, *, nprobes: int | None = None,
                refine_factor: int = 10) -> list[list[dict]]:
         """The k nearest rows of each query, nearest first: dicts of id, score, source, row
-        (and text, when the table holds texts)."""
+        (and text, when the table holds texts). nprobes: IVF partitions searched (default: a
+        third of the index's, at least 20); refine_factor: the top k x this candidates
+        re-ranked exactly."""
+        nprobes = nprobes or self.nprobes
         if isinstance(queries, str):
             queries = [queries]
         for number, query in enumerate(queries, 1):
@@ -109,7 +116,7 @@ def _hit(hit: dict, columns: list[str]) -> dict:
 
 
 def search(output_or_index: str, queries: str | Sequence[str], k: int = 10, *,
-           nprobes: int = 20, refine_factor: int = 10, s3_endpoint: str | None = None,
+           nprobes: int | None = None, refine_factor: int = 10, s3_endpoint: str | None = None,
            device: str = "auto") -> list[list[dict]]:
     """`VectorIndex(output_or_index).search(queries, k)`: one list of hits per query."""
     index = VectorIndex(output_or_index, s3_endpoint=s3_endpoint, device=device)
