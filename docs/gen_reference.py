@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import tyro
 from tyro._docstrings import get_field_docstring  # tyro's reader of field comments: --help's text
 
 from sentray.cli import JOBS, _Command
@@ -130,16 +131,8 @@ def default_text(hint: Any, value: Any) -> str:
     return str(value)
 
 
-def positional(hint: Any) -> bool:
-    """A field given as a bare word (`sentray search OUTPUT`), not as a flag."""
-    import tyro
-
-    return typing.get_origin(hint) is typing.Annotated and any(
-        marker is tyro.conf.Positional for marker in hint.__metadata__)
-
-
-def spelling(name: str, hint: Any, bare_word: bool = False) -> str:
-    if bare_word:  # written as its metavar, first on the command line
+def spelling(name: str, hint: Any, annotated: Any = None) -> str:
+    if tyro.conf.Positional in getattr(annotated, "__metadata__", ()):  # `sentray search OUTPUT`
         return name.upper()
     flag = "--" + name.replace("_", "-")
     if hint is bool or hint == bool | None:  # sentray.cli turns --no-X into --X false
@@ -166,8 +159,7 @@ def groups_of(config: Any, title: str = "options", source_doc: str = "") -> list
         if is_group(bare(hint)):
             nested += groups_of(value, f"{item.name} options", help_text)
             continue
-        flags.append(Flag(item.name, spelling(item.name, bare(hint), positional(hint)),
-                          kind_text(bare(hint)),
+        flags.append(Flag(item.name, spelling(item.name, bare(hint), hint), kind_text(bare(hint)),
                           default_text(bare(hint), value), help_text))
     description = " ".join(part for part in (first_paragraph(config_type.__doc__),
                                              " ".join(source_doc.split())) if part)
