@@ -1,7 +1,8 @@
 """The ANN index of a table and the rule for keeping it current. Defaults (measured by
-bench/bench_index.py, docs/index-and-search.md): IVF_PQ, rows / 4,096 partitions, dimension / 8
-sub-vectors, searched with a third of the partitions (at least 20) and the top k x 10
-candidates re-ranked exactly.
+bench/bench_index.py, docs/index-and-search.md): IVF_HNSW_SQ (an HNSW graph of 8-bit scalar
+codes in each IVF partition), rows / 4,096 partitions, searched with a third of the partitions
+(at least 20) and the top k x 10 candidates re-ranked exactly; for IVF_PQ, dimension / 8
+sub-vectors.
 
 The rule: a table of fewer than --min-index-rows rows has no ANN index (an exact scan is
 milliseconds); the first run past it trains one; a rerun that adds rows adds them to the trained

@@ -101,7 +101,7 @@ def test_index_then_search_from_the_cli_and_python(embedded, copy_of, capsys):
                           "--min-index-rows", "256"])
     uri = output / "_index.lance"
     assert summary["rows_added"] == 259 and summary["rows_without_vector"] == 1
-    assert summary["index"] == "IVF_PQ"
+    assert summary["index"] == "IVF_HNSW_SQ"
     assert_table_is_output(uri, output)
     table = read_table(uri)
     stored = json.loads(table.schema.metadata[b"sentray.embedding"])
