@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import tyro
 from tyro._docstrings import get_field_docstring  # tyro's reader of field comments: --help's text
 
 from sentray.cli import JOBS, _Command
@@ -130,7 +131,9 @@ def default_text(hint: Any, value: Any) -> str:
     return str(value)
 
 
-def spelling(name: str, hint: Any) -> str:
+def spelling(name: str, hint: Any, annotated: Any = None) -> str:
+    if tyro.conf.Positional in getattr(annotated, "__metadata__", ()):  # `sentray search OUTPUT`
+        return name.upper()
     flag = "--" + name.replace("_", "-")
     if hint is bool or hint == bool | None:  # sentray.cli turns --no-X into --X false
         return f"{flag}, --no-{flag[2:]}"
@@ -157,7 +160,7 @@ def groups_of(config: Any, title: str = "options", source_doc: str = "") -> list
             nested += groups_of(value, f"{item.name} options", help_text)
             continue
         name = flag_name(item, hint)
-        flags.append(Flag(name, spelling(name, bare(hint)), kind_text(bare(hint)),
+        flags.append(Flag(name, spelling(name, bare(hint), hint), kind_text(bare(hint)),
                           default_text(bare(hint), value), help_text))
     description = " ".join(part for part in (first_paragraph(config_type.__doc__),
                                              " ".join(source_doc.split())) if part)

@@ -230,6 +230,24 @@ OUTPUT/metrics.json (dev_accuracy, test_accuracy, best_step, history, ...).
 
 SIFTER forces the input gate to 1 on sentiment words: VADER lexicon entries with |valence| >=
 --lexicon-threshold whose tokenization is a single word piece (see sentray/lstm/lexicon.py)."""),
+    "index": Job(
+        "sentray.index.config:IndexConfig", "sentray.index.job:run_index",
+        ("table", "rows_added", "rows_without_vector", "rows", "index", "seconds"),
+        """Index an embedding output: a LanceDB table of its rows with an ANN index, for `sentray search`.
+
+    python jobs/index.py out/embeddings                     # -> out/embeddings/_index.lance
+    python jobs/index.py out/embeddings --text-from corpus.txt --index-uri s3://bucket/t.lance
+
+Every row with a vector goes into the table once (rows without one are counted, left out);
+rerun after the embedding job added input files and only their rows are added; a killed run is
+rolled back to its last recorded commit and redone. A table of another embedding is refused."""),
+    "search": Job(
+        "sentray.index.config:SearchConfig", "sentray.index.search:run_search", (),
+        """Search an index with queries embedded as its rows were (the model, pooling, Ditto head,
+--truncate-dim, precision and normalization the table records).
+
+    python jobs/search.py out/embeddings --query "a dog in the park" -k 5
+    python jobs/search.py out/embeddings/_index.lance --queries questions.txt --json"""),
     "evaluate": Job(
         "sentray.evaluation.config:EvaluateConfig", "sentray.evaluation.job:run_evaluation",
         (),

@@ -139,10 +139,11 @@ def _torch_loaded_by(code: str) -> str:
 
 def test_what_ray_data_tasks_run_does_not_import_torch():
     """Ray Data's tasks import the module of each function or class they run: the epoch order
-    of training, the corpus readers and the part writers. torch costs each such process seconds
-    of CPU, so these modules (and what they import) stay without it."""
+    of training, the corpus readers and the part writers, the index job's fragment writers.
+    torch costs each such process seconds of CPU, so these modules (and what they import) stay
+    without it."""
     assert _torch_loaded_by("import sentray.contrastive.epoch_order, sentray.corpus.reading, "
-                            "sentray.corpus.part_files") == "[]"
+                            "sentray.corpus.part_files, sentray.index.table_writing") == "[]"
 
 
 def test_the_command_line_and_every_config_load_without_torch():

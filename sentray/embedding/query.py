@@ -28,12 +28,28 @@ class QueryEncoder:
     def __init__(self, output: str, *, device: str = "auto",
                  s3_endpoint: str | None = None) -> None:
         location = storage.locate(output, s3_endpoint)
-        self.settings, self.ranges = stored_description(location)
+        self._build(*stored_description(location), location, device)
+
+    @classmethod
+    def from_settings(cls, settings: dict, ranges: vectors.Ranges | None,
+                      location: storage.Location, *, device: str = "auto",
+                      float_output: bool = False) -> QueryEncoder:
+        """The encoder of the output at `location` whose `stored_description` is (settings,
+        ranges), as a table copied from it recorded them; `float_output`: the query as float32
+        before any quantization (the asymmetric side of an int8 or binary search)."""
+        encoder = cls.__new__(cls)
+        encoder._build(settings, ranges, location, device, float_output)
+        return encoder
+
+    def _build(self, settings: dict, ranges: vectors.Ranges | None,
+               location: storage.Location, device: str, float_output: bool = False) -> None:
+        self.settings, self.ranges = settings, ranges
         s = self.settings
         encoder = EncoderConfig(model=s["model"], pooling=s["pooling"], head=s["head"],
                                 max_length=s["max_length"], device=device)
         vector = VectorConfig(truncate_dim=s["truncate_dim"], normalize=s["normalize"],
-                              output_dtype=s["output_dtype"], long_text=s["long_text"],
+                              output_dtype="float32" if float_output else s["output_dtype"],
+                              long_text=s["long_text"],
                               chunk_overlap=s["chunk_overlap"] or 0,
                               max_windows=s["max_windows"] or VectorConfig.max_windows,
                               dedupe=False)
@@ -44,7 +60,7 @@ class QueryEncoder:
             if precision == "int8":  # the very model the rows were encoded by
                 encoder = dataclasses.replace(encoder, int8_model=stored_int8_model(
                     location, s["int8_model"]))
-        self.actor = EmbedBatch(EmbedSpec(encoder, vector, self.ranges))
+        self.actor = EmbedBatch(EmbedSpec(encoder, vector, None if float_output else ranges))
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(N, width) vectors in the output's dtype; a text with nothing to embed (empty) gets

@@ -2,7 +2,8 @@
 parses with its program's own parser: a job's with the job's parser (its flags exist, its values
 pass the config's checks), a script's flags exist in the script; every `--flag` written anywhere
 in the pages, prose included, is a flag of something; and the short ones run: every `--help`,
-and the 20-row embed of docs/getting-started.md."""
+the 20-row embed of docs/getting-started.md, and its index and search in
+docs/index-and-search.md."""
 
 from __future__ import annotations
 
@@ -213,7 +214,7 @@ def test_every_help_shown_runs(capsys):
 
 @pytest.mark.ray
 def test_the_marked_commands_run(ray_cluster, tmp_path, monkeypatch):
-    """The blocks a page marks to be run (the 20-row embed), line by line in a scratch folder
+    """The blocks a page marks to be run (the 20-row embed, its index and search), line by line in a scratch folder
     that sees the repository's sentray/data: shell lines through bash, job lines in-process
     on the session's cluster."""
     marked = [(page, block) for page in PAGES for block, run in blocks(page) if run]
@@ -229,9 +230,11 @@ def test_the_marked_commands_run(ray_cluster, tmp_path, monkeypatch):
             if job is None:
                 subprocess.run(["bash", "-c", line], check=True)
                 continue
-            assert job[0] == "embed", f"{page}: only embed runs are cheap enough here"
-            JOBS["embed"].main("embed", job[1])
-            outputs.append(Path(job[1][job[1].index("--output") + 1]))
+            assert job[0] in ("embed", "index", "search"), \
+                f"{page}: only embed, index and search runs are cheap enough here"
+            JOBS[job[0]].main(job[0], job[1])
+            if job[0] == "embed":
+                outputs.append(Path(job[1][job[1].index("--output") + 1]))
     assert outputs
     for output in outputs:
         summary = json.loads((tmp_path / output / "_summary.json").read_text())

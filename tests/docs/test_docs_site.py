@@ -59,7 +59,8 @@ def reference_rows(page: str) -> list[tuple[str, str, str]]:
     """(first flag, type, default) of every row of a reference page's flag tables, the table of
     the flags every job takes left out."""
     own = page.split("## Every job also takes")[0]
-    rows = [cells(line) for line in own.splitlines() if line.startswith("| `--")]
+    rows = [cells(line) for line in own.splitlines()
+            if line.startswith("| `--") or re.match(r"\| `[A-Z_]+` \|", line)]
     return [(flag.strip("`").split(",")[0], kind, default.strip("`"))
             for flag, kind, default, _ in rows]
 
@@ -75,11 +76,16 @@ def test_every_flag_of_the_reference_parses_to_its_default(name, generator):
     rows = reference_rows(generator.job_page(name))
     argv = []
     for flag, kind, default in rows:
-        if kind == "switch":
+        if not flag.startswith("--"):  # a positional argument (`sentray search OUTPUT`)
+            argv.insert(0, default)
+        elif kind == "list" and default == "[]":  # a repeatable flag given no times
+            continue
+        elif kind == "switch":
             argv.append(flag if default == "True" else f"--no-{flag[2:]}")
         else:
             argv += [flag, default]
-    assert {flag for flag, _, _ in rows} == {
+    assert {flag if flag.startswith("--") else "--" + flag.lower().replace("_", "-")
+            for flag, _, _ in rows} == {
         "--" + field.replace("_", "-") for field in flat_fields(job._load(job.config))}
     assert job.parse_config(name, argv) == job.parse_config(name, [])
 

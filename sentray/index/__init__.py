@@ -1,0 +1,9 @@
+"""The vector index behind `jobs/index.py` and `jobs/search.py`: the two jobs' configs
+(`config`), the one description of the embedding a table holds and the one query encoder built
+from it (`embedding_record`), the record of the rows a table holds and the rollback of a killed
+run (`index_state`), the rows an output holds that its table lacks (`plan`), appending them in
+this process or through Ray Data (`table_writing`), the ANN index and its defaults (`ann`), the
+index job (`job`) and the search, as a function and as a job (`search`).
+
+May import: sentray.kit, sentray.corpus, sentray.embedding.
+"""

@@ -1,0 +1,103 @@
+"""`IndexConfig`: the index job (an embedding output -> a LanceDB table with an ANN index), and
+`SearchConfig`: the search job (queries -> the nearest rows of such a table). Validated on
+construction, before anything is read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+import tyro
+
+from sentray.kit.validation import check_choices
+
+IndexType = Literal["IVF_PQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "flat"]
+WriteMode = Literal["auto", "local", "ray"]
+# The default table of an output folder: OUTPUT/_index.lance
+DEFAULT_TABLE = "_index.lance"
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """The index job: every embedded row of an output once in a LanceDB table, an ANN index."""
+
+    # the embedding output folder (local or s3://) that jobs/embed.py wrote
+    embeddings: Annotated[str, tyro.conf.Positional] = "out/embeddings"
+    # where the table goes, a path or s3:// URI ending in .lance (default: EMBEDDINGS/_index.lance)
+    index_uri: str | None = None
+    # the embedding job's --input: each row's text joined to it by source and row
+    text_from: str | None = None
+    text_column: str = "text"  # --text-from Parquet: the column holding the text
+    s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)
+    # IVF_HNSW_SQ (default: recall@10 >= 0.95 at the search defaults on 50,000 and 1,000,000
+    # rows, bench/bench_index.py), IVF_PQ (smaller, faster to build, 0.88 at 1,000,000),
+    # IVF_HNSW_PQ, or flat (no ANN index: exact search)
+    index_type: IndexType = "IVF_HNSW_SQ"
+    partitions: int | None = None  # IVF partitions (default: rows / 4,096, at least 1)
+    sub_vectors: int | None = None  # IVF_PQ / IVF_HNSW_PQ sub-vectors (default: dimension / 8)
+    # a table of fewer rows gets no ANN index: an exact scan of it takes milliseconds
+    min_index_rows: int = 10_000
+    # a rerun that grows the table by more than this fraction of the rows the index was trained
+    # on trains it again; less: the new rows are added to the trained index's partitions
+    retrain_growth: float = 0.5
+    rows_per_commit: int = 500_000  # rows per table version: a killed run loses at most these
+    # local: rows appended by this process, streamed; ray: through Ray Data's write_lance on the
+    # cluster; auto: ray when --address or $RAY_ADDRESS names a cluster, or past --ray-rows new rows
+    write: WriteMode = "auto"
+    ray_rows: int = 5_000_000
+    address: str | None = None  # Ray cluster for --write ray (default: $RAY_ADDRESS, else local)
+    # delete the table first and index afresh (after embed --overwrite, or another embedding)
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if not self.embeddings:
+            raise ValueError("no embedding output given")
+        if self.index_uri is not None and not self.index_uri.rstrip("/").endswith(".lance"):
+            raise ValueError(f"--index-uri must end with .lance (a LanceDB table), got "
+                             f"{self.index_uri!r}")
+        for name in ("partitions", "sub_vectors"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.min_index_rows < 1 or self.rows_per_commit < 1 or self.ray_rows < 0:
+            raise ValueError("min_index_rows and rows_per_commit must be >= 1, ray_rows >= 0")
+        if self.retrain_growth <= 0:
+            raise ValueError(f"retrain_growth must be > 0, got {self.retrain_growth}")
+
+    @property
+    def table_uri(self) -> str:
+        return self.index_uri or f"{self.embeddings.rstrip('/')}/{DEFAULT_TABLE}"
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """The search job: each query encoded as the table's rows were, its k nearest rows."""
+
+    # an embedding output folder (its EMBEDDINGS/_index.lance) or a table (.lance)
+    index: Annotated[str, tyro.conf.Positional] = "out/embeddings"
+    # a query (repeat the flag for several)
+    query: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
+    queries: str | None = None  # a text file of queries, one per line
+    k: Annotated[int, tyro.conf.arg(aliases=("-k",))] = 10  # results per query
+    json: bool = False  # one JSON object per query instead of a table
+    # IVF partitions searched per query (default: a third of the index's, at least 20; chosen
+    # by bench/bench_index.py for recall@10 >= 0.95)
+    nprobes: int | None = None
+    # candidates re-ranked by their exact distance: k x this (IVF_PQ; 0: none); binary tables:
+    # candidates re-ranked by the float query against their bits (0: hamming order only)
+    refine_factor: int = 10
+    s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)
+    device: str = "auto"  # where the query encoder runs: auto, cpu, cuda
+
+    def __post_init__(self) -> None:
+        if not self.index:
+            raise ValueError("no index given: an embedding output folder or a .lance table")
+        if self.k < 1 or (self.nprobes is not None and self.nprobes < 1) or \
+                self.refine_factor < 0:
+            raise ValueError(f"k and nprobes must be >= 1 and refine_factor >= 0, got k={self.k}, "
+                             f"nprobes={self.nprobes}, refine_factor={self.refine_factor}")
+        empty = [i for i, q in enumerate(self.query) if not q.strip()]
+        if empty:
+            raise ValueError(f"--query number {empty[0] + 1} is empty: give the text to search "
+                             "for")

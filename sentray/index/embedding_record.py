@@ -1,0 +1,113 @@
+"""What a table's vectors are: the `EmbeddingDescription` the index job reads from an embedding
+output and stores as the table's metadata, and `query_encoder`, the one function that builds the
+encoder of a query from it. The index job and the search meet here, so the query goes through
+the model, pooling, Ditto head, --truncate-dim, precision, normalization and dtype that made the
+rows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from sentray.embedding import vectors
+from sentray.embedding.query import QueryEncoder, stored_description
+from sentray.kit import storage
+from sentray.kit.settings_record import SETTINGS_FILE, differences, read_json, settings_digest
+
+METADATA_KEY = b"sentray.embedding"  # the table schema's metadata key
+VECTOR_COLUMN = "vector"
+# float outputs as stored; packed bits as uint8 bytes (the distance: hamming)
+FLOAT_DTYPES = ("float32", "float16")
+BINARY_DTYPES = vectors.PACKED
+
+
+@dataclass(frozen=True)
+class EmbeddingDescription:
+    """The settings of an embedding output (its `_settings.json`), its code book and where it
+    is: all a query needs to be embedded as its rows were."""
+
+    settings: dict
+    code_book: dict | None
+    embeddings: str  # the output folder's URI, as given to the index job
+
+    @property
+    def digest(self) -> str:
+        return settings_digest(self.settings)
+
+    @property
+    def dtype(self) -> str:
+        return self.settings["output_dtype"]
+
+    @property
+    def dimension(self) -> int:
+        return self.settings["truncate_dim"] or self.settings["dimension"]
+
+    @property
+    def width(self) -> int:
+        """Values per stored vector (bytes for the packed dtypes)."""
+        return vectors.stored_width(self.dimension, self.dtype)
+
+    @property
+    def metric(self) -> str:
+        return "hamming" if self.dtype in BINARY_DTYPES else "cosine"
+
+    def vector_type(self) -> pa.DataType:
+        value = {"float32": pa.float32(), "float16": pa.float16()}.get(self.dtype, pa.uint8())
+        return pa.list_(value, self.width)
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        return {METADATA_KEY: json.dumps({
+            "settings": self.settings, "code_book": self.code_book,
+            "embeddings": self.embeddings, "digest": self.digest}).encode()}
+
+    @classmethod
+    def from_metadata(cls, metadata: dict | None, where: str) -> EmbeddingDescription:
+        if not metadata or METADATA_KEY not in metadata:
+            raise ValueError(f"{where} is not a table written by jobs/index.py (no "
+                             f"{METADATA_KEY.decode()} metadata)")
+        record = json.loads(metadata[METADATA_KEY])
+        return cls(record["settings"], record["code_book"], record["embeddings"])
+
+
+def describe_output(location: storage.Location) -> EmbeddingDescription:
+    """The description of the embedding output folder at `location`; ValueError when it is not
+    one, or holds vectors the index cannot search as what they are (int8/uint8 codes)."""
+    record = read_json(location.join(SETTINGS_FILE))
+    if record is not None and record.get("job") != "embed":
+        raise ValueError(f"{location.uri} is the output of jobs/{record.get('job')}.py, not of "
+                         "jobs/embed.py: give an embedding output folder")
+    settings, ranges = stored_description(location)
+    dtype = settings["output_dtype"]
+    if dtype in vectors.SCALAR:
+        raise ValueError(f"{location.uri} holds {dtype} codes, which a vector index would "
+                         "compare as if they were floats: embed with --output-dtype float32, "
+                         "float16 or binary to index")
+    return EmbeddingDescription(settings, None if ranges is None else ranges.to_json(),
+                                location.uri)
+
+
+def query_encoder(description: EmbeddingDescription, *, device: str = "auto",
+                  s3_endpoint: str | None = None, float_output: bool = False) -> QueryEncoder:
+    """The encoder of queries for a table of `description`: the embedding job's own actor,
+    built from the settings its rows were made with (an int8 model is looked for beside the
+    output, then in this machine's int8 cache)."""
+    ranges = (vectors.Ranges.from_json(description.code_book)
+              if description.code_book is not None else None)
+    location = storage.locate(description.embeddings, s3_endpoint)
+    return QueryEncoder.from_settings(description.settings, ranges, location, device=device,
+                                      float_output=float_output)
+
+
+def check_same_embedding(table: EmbeddingDescription, output: EmbeddingDescription,
+                         table_uri: str) -> None:
+    """ValueError naming what differs and the fix, when the table at `table_uri` holds vectors
+    of other settings than the output about to be added to it."""
+    if table.digest == output.digest:
+        return
+    changed = differences(table.settings, output.settings)
+    raise ValueError(
+        f"{table_uri} holds vectors of another embedding (settings digest {table.digest[:12]} "
+        f"!= {output.digest[:12]} of {output.embeddings}):\n  " + "\n  ".join(changed) +
+        "\nrerun with --overwrite to index this output afresh, or give another --index-uri")

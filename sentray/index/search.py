@@ -1,0 +1,156 @@
+"""Searching a table the index job wrote: `VectorIndex` (open once, search many times, for
+notebooks), `search` (the same in one call) and `run_search`, the job behind `jobs/search.py`.
+
+A query is embedded by `embedding_record.query_encoder`, from the settings the table stores, so
+it goes through what made the rows. Float tables: cosine distance through the ANN index (score:
+cosine similarity, with the top k x refine_factor candidates re-ranked exactly). Binary tables:
+hamming distance over the packed bits, exact (score: 1 - hamming / dimension), then, with
+refine_factor > 0, the top k x refine_factor re-ranked by the float query against the
+candidates' bits as +-1 vectors (score: their cosine)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+
+from sentray.index.ann import default_nprobes
+from sentray.index.config import DEFAULT_TABLE, SearchConfig
+from sentray.index.embedding_record import EmbeddingDescription, query_encoder
+from sentray.index.index_state import IndexState
+from sentray.index.table_writing import connect, open_table
+from sentray.kit import storage
+
+
+def table_uri(output_or_index: str) -> str:
+    """The table of an embedding output folder (OUTPUT/_index.lance), or a .lance table."""
+    uri = output_or_index.rstrip("/")
+    return uri if uri.endswith(".lance") else f"{uri}/{DEFAULT_TABLE}"
+
+
+class VectorIndex:
+    """A table written by the index job, with the encoder of its rows built once.
+
+        index = VectorIndex("out/embeddings")            # or a .lance table, local or s3://
+        hits = index.search(["a query", "another"], k=5)  # one list of hits per query
+        hits[0][0]  # {"id": ..., "score": ..., "source": ..., "row": ..., "text": ...}
+    """
+
+    def __init__(self, output_or_index: str, *, s3_endpoint: str | None = None,
+                 device: str = "auto") -> None:
+        self.uri = table_uri(output_or_index)
+        database, name = connect(self.uri, s3_endpoint)
+        self.table = open_table(database, name)
+        if self.table is None:
+            raise FileNotFoundError(f"no index at {self.uri}: build it with `sentray index "
+                                    f"{output_or_index}` (or pass the .lance table itself)")
+        self.description = EmbeddingDescription.from_metadata(self.table.schema.metadata,
+                                                              self.uri)
+        self.binary = self.description.metric == "hamming"
+        self.encoder = query_encoder(self.description, device=device, s3_endpoint=s3_endpoint)
+        self.float_encoder = (query_encoder(self.description, device=device,
+                                            s3_endpoint=s3_endpoint, float_output=True)
+                              if self.binary else None)
+        self.columns = [c for c in ("id", "source", "row", "text")
+                        if c in self.table.schema.names]
+        state = IndexState.read(storage.locate(self.uri, s3_endpoint))
+        self.nprobes = default_nprobes(state.partitions if state else 0)
+
+    def search(self, queries: Sequence[str], k: int = 10, *, nprobes: int | None = None,
+               refine_factor: int = 10) -> list[list[dict]]:
+        """The k nearest rows of each query, nearest first: dicts of id, score, source, row
+        (and text, when the table holds texts). nprobes: IVF partitions searched (default: a
+        third of the index's, at least 20); refine_factor: the top k x this candidates
+        re-ranked exactly."""
+        nprobes = nprobes or self.nprobes
+        if isinstance(queries, str):
+            queries = [queries]
+        for number, query in enumerate(queries, 1):
+            if not query or not query.strip():
+                raise ValueError(f"query number {number} is empty: give the text to search for")
+        stored = self.encoder.encode(list(queries))  # (Q, width) as the rows are stored
+        floats = self.float_encoder.encode(list(queries)) if self.binary else None
+        return [self._one(stored[i], None if floats is None else floats[i], k, nprobes,
+                          refine_factor) for i in range(len(queries))]
+
+    def _one(self, vector: np.ndarray, floats: np.ndarray | None, k: int, nprobes: int,
+             refine_factor: int) -> list[dict]:
+        if self.binary:
+            bits = vector.view(np.uint8) ^ np.uint8(0x80) if vector.dtype == np.int8 else vector
+            limit = k * refine_factor if refine_factor else k
+            found = (self.table.search(bits.astype(np.uint8)).distance_type("hamming")
+                     .limit(limit).select([*self.columns, "vector"]).to_arrow())
+            hits = found.to_pylist()
+            dimension = self.description.dimension
+            for hit in hits:
+                hit["score"] = 1 - hit["_distance"] / dimension
+            if refine_factor:
+                hits = _rescored(hits, floats, dimension)
+            return [_hit(hit, self.columns) for hit in hits[:k]]
+        search = (self.table.search(vector.astype(np.float32)).distance_type("cosine")
+                  .limit(k).nprobes(nprobes).select(self.columns))
+        if refine_factor:
+            search = search.refine_factor(refine_factor)
+        hits = search.to_arrow().to_pylist()
+        for hit in hits:
+            hit["score"] = 1 - hit["_distance"]
+        return [_hit(hit, self.columns) for hit in hits]
+
+
+def _rescored(hits: list[dict], query: np.ndarray, dimension: int) -> list[dict]:
+    """`hits` re-ranked by the cosine of the float query (D,) and each one's bits as +-1."""
+    if not hits:
+        return hits
+    bits = np.unpackbits(np.asarray([h["vector"] for h in hits], dtype=np.uint8), axis=1)
+    signs = bits[:, :dimension].astype(np.float32) * 2 - 1  # (C, D)
+    scores = signs @ query / (np.linalg.norm(query) * np.sqrt(dimension) or 1.0)
+    for hit, score in zip(hits, scores, strict=True):
+        hit["score"] = float(score)
+    return sorted(hits, key=lambda h: -h["score"])
+
+
+def _hit(hit: dict, columns: list[str]) -> dict:
+    return {"id": hit["id"], "score": round(float(hit["score"]), 6),
+            **{c: hit[c] for c in columns if c != "id"}}
+
+
+def search(output_or_index: str, queries: str | Sequence[str], k: int = 10, *,
+           nprobes: int | None = None, refine_factor: int = 10, s3_endpoint: str | None = None,
+           device: str = "auto") -> list[list[dict]]:
+    """`VectorIndex(output_or_index).search(queries, k)`: one list of hits per query."""
+    index = VectorIndex(output_or_index, s3_endpoint=s3_endpoint, device=device)
+    return index.search(queries, k, nprobes=nprobes, refine_factor=refine_factor)
+
+
+def read_queries(config: SearchConfig) -> list[str]:
+    """The --query texts, then the lines of --queries FILE (blank lines skipped)."""
+    if not config.query and config.queries is None:
+        raise ValueError("no query given: --query TEXT (repeatable) or --queries FILE")
+    queries = list(config.query)
+    if config.queries is not None:
+        location = storage.locate(config.queries, config.s3_endpoint)
+        with location.filesystem.open_input_stream(location.path) as handle:
+            lines = handle.read().decode("utf-8").splitlines()
+        queries += [line for line in lines if line.strip()]
+        if not queries:
+            raise ValueError(f"{config.queries} holds no queries (one a line)")
+    return queries
+
+
+def run_search(config: SearchConfig) -> dict:
+    """The search job: prints each query's hits (a table, or JSON lines with --json)."""
+    queries = read_queries(config)
+    index = VectorIndex(config.index, s3_endpoint=config.s3_endpoint, device=config.device)
+    results = index.search(queries, config.k, nprobes=config.nprobes,
+                           refine_factor=config.refine_factor)
+    for query, hits in zip(queries, results, strict=True):
+        if config.json:
+            print(json.dumps({"query": query, "hits": hits}))
+            continue
+        print(f"\nquery: {query}")
+        for rank, hit in enumerate(hits, 1):
+            text = f"  {hit['text'][:80]}" if hit.get("text") is not None else ""
+            print(f"{rank:>3}  {hit['score']:.4f}  {hit['id']}{text}")
+    return {"queries": len(queries), "results": results, "table": index.uri}
+

@@ -1,0 +1,58 @@
+"""The incremental plan of the index job (sentray.index.plan): what a table holds is runs of rows
+per source, so a part's rows are added once however the embedding job cut or merged its parts."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sentray.index.ann import default_sub_vectors, index_action
+from sentray.index.config import IndexConfig
+from sentray.index.plan import add_run, missing_runs, plan
+
+
+def test_missing_runs_are_what_the_done_runs_leave():
+    assert missing_runs([], 0, 10) == [(0, 10)]
+    assert missing_runs([[0, 4], [6, 8]], 0, 10) == [(4, 6), (8, 10)]
+    assert missing_runs([[0, 10]], 2, 5) == []
+    assert missing_runs([[3, 5]], 0, 4) == [(0, 3)]
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 10)), max_size=8),
+       st.integers(0, 40), st.integers(1, 20))
+def test_added_and_missing_runs_partition_every_row(runs, first, length):
+    done: list[list[int]] = []
+    for start, size in runs:
+        done = add_run(done, start, start + size)
+    assert all(a < b for a, b in done) and all(b < c for (_, b), (c, _) in zip(done, done[1:], strict=False))
+    covered = {r for a, b in done for r in range(a, b)}
+    assert covered == {r for start, size in runs for r in range(start, start + size)}
+    missing = {r for a, b in missing_runs(done, first, first + length) for r in range(a, b)}
+    assert missing == set(range(first, first + length)) - covered
+
+
+def test_a_plan_skips_what_the_table_holds_even_after_parts_are_merged():
+    # the table read a.txt's rows [0, 64) from a part; the embedding job later merged its
+    # parts into one file of [0, 100): only [64, 100) of that file is still to add
+    parts = [("a-1", "/o/a-1/part-0-100", 0, 100), ("b-2", "/o/b-2/part-0-5", 0, 5)]
+    work = plan(parts, {"a-1": [[0, 64]], "b-2": [[0, 5]]})
+    assert [(w.source_key, w.runs, w.rows) for w in work] == [("a-1", ((64, 100),), 36)]
+    assert plan(parts, {"a-1": [[0, 100]], "b-2": [[0, 5]]}) == []
+
+
+def test_the_ann_rule():
+    from sentray.index.embedding_record import EmbeddingDescription
+
+    floats = EmbeddingDescription({"output_dtype": "float32", "dimension": 32,
+                                   "truncate_dim": None}, None, "out")
+    bits = EmbeddingDescription({"output_dtype": "binary", "dimension": 32,
+                                 "truncate_dim": None}, None, "out")
+    config = IndexConfig(min_index_rows=100, retrain_growth=0.5)
+    assert index_action(config, floats, 99, 0, 0) is None  # small: exact search
+    assert index_action(config, floats, 100, 0, 0) == "train"
+    assert index_action(config, floats, 150, 100, 50) == "extend"
+    assert index_action(config, floats, 151, 100, 51) == "train"
+    assert index_action(config, floats, 120, 100, 0) is None
+    assert index_action(config, bits, 10_000, 0, 0) is None  # hamming: exact
+    assert default_sub_vectors(384) == 48 and default_sub_vectors(36) == 4
