@@ -95,8 +95,6 @@ def bare(hint: Any) -> Any:
 
 
 def suppressed(hint: Any) -> bool:
-    import tyro
-
     return typing.get_origin(hint) is typing.Annotated and any(
         marker is tyro.conf.Suppress for marker in hint.__metadata__)
 
