@@ -80,7 +80,7 @@ class VectorIndex:
             bits = vector.view(np.uint8) ^ np.uint8(0x80) if vector.dtype == np.int8 else vector
             limit = k * refine_factor if refine_factor else k
             found = (self.table.search(bits.astype(np.uint8)).distance_type("hamming")
-                     .limit(limit).select([*self.columns, "vector"]).to_arrow())
+                     .limit(limit).select([*self.columns, "vector", "_distance"]).to_arrow())
             hits = found.to_pylist()
             dimension = self.description.dimension
             for hit in hits:
@@ -89,7 +89,7 @@ class VectorIndex:
                 hits = _rescored(hits, floats, dimension)
             return [_hit(hit, self.columns) for hit in hits[:k]]
         search = (self.table.search(vector.astype(np.float32)).distance_type("cosine")
-                  .limit(k).nprobes(nprobes).select(self.columns))
+                  .limit(k).nprobes(nprobes).select([*self.columns, "_distance"]))
         if refine_factor:
             search = search.refine_factor(refine_factor)
         hits = search.to_arrow().to_pylist()
