@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sentray.corpus import actor_timings
+from sentray.corpus import actor_pool
 from sentray.corpus.sources import Source
 from sentray.kit import storage
 
@@ -72,7 +72,7 @@ def write_part(folder: storage.Location, source_key: str, table: pa.Table,
     for name in COUNTED_COLUMNS:
         if name in table.column_names:
             counts[name] = value_counts(table.column(name))
-    table, _ = actor_timings.take(table.drop_columns(["source_rows", *flags]))
+    table, _ = actor_pool.take(table.drop_columns(["source_rows", *flags]))
     if counts:
         metadata = dict(table.schema.metadata or {})
         metadata[COUNTS_KEY] = json.dumps(counts).encode()
@@ -124,13 +124,13 @@ def make_sink(route: Route):
 
     class PartSink(Datasink):
         first_write: float | None = None  # wall-clock time the first part was written
-        actor_moments: dict | None = None  # the actors' earliest moments (actor_timings)
+        actor_moments: dict | None = None  # the actors' earliest moments (actor_pool)
 
         def write(self, blocks, ctx) -> tuple[int, float | None, list]:
             written, first, moments = 0, None, []
             for block in blocks:
                 table = block if isinstance(block, pa.Table) else pa.table(block)
-                table, block_moments = actor_timings.take(table)
+                table, block_moments = actor_pool.take(table)
                 moments.append(block_moments)
                 if table.num_rows:
                     written += write_block(route, table)
@@ -141,7 +141,7 @@ def make_sink(route: Route):
             returns = write_result.write_returns
             times = [first for _, first, _ in returns if first is not None]
             self.first_write = min(times, default=None)
-            self.actor_moments = actor_timings.earliest([m for _, _, ms in returns for m in ms])
+            self.actor_moments = actor_pool.earliest([m for _, _, ms in returns for m in ms])
             logger.info("wrote %d rows", write_result.num_rows)
 
     return PartSink()

@@ -6,10 +6,14 @@ done runs of a source, the runs still missing (what a rerun reads and writes, so
 keeps every part it finished), and the parts to delete: a run that died half-way (its rows do not
 add up), a part inside a bigger done part (left by a compaction that stopped before deleting
 what it merged), or parts of an input file whose row count has changed since.
+
+The resume plan of a run: `pending_sources`, each input file not yet complete with the runs of
+its rows still to do (`Pending`), after the parts to delete are deleted.
 """
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,8 +21,10 @@ from dataclasses import dataclass, field
 import pyarrow.fs as pafs
 
 from sentray.corpus.part_files import PART_NAME
-from sentray.corpus.sources import Source
+from sentray.corpus.sources import Source, estimate_rows
 from sentray.kit import storage
+
+logger = logging.getLogger(__name__)
 
 Run = tuple[int, int]  # [first, end) rows of a source
 
@@ -137,3 +143,39 @@ def parts_in(runs: SourceRuns, folder: storage.Location) -> list[Part]:
 
 def incomplete_sources(folders: Sequence[storage.Location], sources: Sequence[Source]) -> list:
     return [s.uri for s in sources if not source_runs(folders, s).complete]
+
+
+# -- the resume plan ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A source with rows still to do: `runs` of them, or all of it (None)."""
+
+    source: Source
+    runs: list[Run] | None
+
+    @property
+    def rows(self) -> int:
+        """Rows to do (text files without parts: estimated from their first MiB)."""
+        return (estimate_rows(self.source) if self.runs is None
+                else sum(end - first for first, end in self.runs))
+
+
+def pending_sources(sources: Sequence[Source],
+                    folders: Sequence[storage.Location]) -> list[Pending]:
+    """The sources not yet complete in `folders`, with the runs of rows still to do: the parts
+    a stopped run finished are kept; parts of runs that died half-way (or of an input whose row
+    count has changed) are deleted, and so are parts a stopped compaction left behind."""
+    todo = []
+    for source in sources:
+        runs = source_runs(folders, source)
+        remove_parts(runs.stale)
+        if not runs.complete:
+            remove_temporaries(folders, source.key)
+        if not runs.complete:
+            todo.append(Pending(source, runs.missing))
+    partial = sum(1 for p in todo if p.runs is not None and p.runs != [(0, p.source.num_rows)])
+    logger.info("%d input files, %d already done, %d to process (%d of them in part)",
+                len(sources), len(sources) - len(todo), len(todo), partial)
+    return todo

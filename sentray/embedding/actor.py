@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from sentray.corpus.actor_timings import ActorClock
+from sentray.corpus.actor_pool import ActorClock
 from sentray.embedding import vectors
 from sentray.embedding.config import VectorConfig
 from sentray.embedding.windows import WindowPlan, bounded_text, windows_of

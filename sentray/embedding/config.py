@@ -10,7 +10,7 @@ from typing import Literal
 
 import numpy as np
 
-from sentray.corpus.corpus_job import ActorPoolConfig
+from sentray.corpus.actor_pool import ActorPoolConfig
 from sentray.corpus.sources import CorpusConfig
 from sentray.embedding import vectors
 from sentray.encode.config import EncoderConfig

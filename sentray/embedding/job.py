@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sentray.corpus import corpus_job, output_claims, part_files
+from sentray.corpus import corpus_job, output_records, part_files
 from sentray.corpus.actor_pool import ActorPlan
 from sentray.corpus.source_runs import source_runs
 from sentray.corpus.sources import Source, discover_sources, estimate_rows, read_format
@@ -200,7 +200,7 @@ def run_embedding(config: EmbedConfig) -> dict:
         # a rerun that will be refused is refused before the code book is calibrated (minutes
         # of encoding on a CPU); the code book itself is compared once it is known
         if not config.overwrite:
-            output_claims.check_settings([output], settings, ignore=("quantization_ranges",))
+            output_records.check_settings([output], settings, ignore=("quantization_ranges",))
         ranges = calibration.resolve_ranges(config, output, sources)
         settings["quantization_ranges"] = calibration.ranges_digest(ranges)
     rows_per_file = config.rows_per_file

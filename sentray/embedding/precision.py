@@ -27,9 +27,9 @@ INT8_RECORD_FILE = "_int8_model.json"
 def actor_threads(config: EmbedConfig, rows: int) -> int | None:
     """The torch threads each encoder of this job will run on: an actor's CPUs on Ray, this
     process's default in its own process (None)."""
-    from sentray.corpus import in_process
+    from sentray.corpus import running
 
-    if in_process.chosen(config.pool, rows):
+    if running.in_process_chosen(config.pool, rows):
         return None
     return max(1, int(config.pool.cpus_per_actor))
 

@@ -1,5 +1,5 @@
 """`Repeating`: a daemon thread that calls a function every few seconds until stopped. The one
-loop behind a run's claim heartbeat (`sentray.corpus.output_claims`), the row-progress line
+loop behind a run's claim heartbeat (`sentray.corpus.output_records`), the row-progress line
 (`sentray.corpus.row_progress`) and the watch on the Ray head (`sentray.kit.ray_cluster`)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The record of what an output depends on (`_settings.json`), so that a rerun never mixes two
-configurations in one output: the corpus jobs' rows (`sentray.corpus.output_claims`) and a
+configurations in one output: the corpus jobs' rows (`sentray.corpus.output_records`) and a
 training run's model (`sentray.contrastive.job`) are compared against it before anything runs."""
 
 from __future__ import annotations

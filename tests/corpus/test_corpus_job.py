@@ -1,4 +1,5 @@
-"""sentray.corpus.corpus_job: how a corpus is cut into blocks for the actor pool, and where its time goes."""
+"""sentray.corpus: how a corpus is cut into blocks for the actor pool (actor_pool), the two ways
+of running them (running) and the driver's interface (corpus_job)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pytest
 
-from sentray.corpus import corpus_job
-from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
-from sentray.corpus.corpus_job import Pending, part_files
+from sentray.corpus import actor_pool, corpus_job, part_files, running
+from sentray.corpus.actor_pool import ActorCount, ActorPlan, ActorPoolConfig
+from sentray.corpus.source_runs import Pending
 from sentray.corpus.sources import (
     CorpusConfig,
     Source,
@@ -70,11 +71,11 @@ class Unreadable:
 ])
 def test_block_rows_cuts_small_inputs_into_equal_rounds(tmp_path, rows, actors, expected):
     sources = [text_source(tmp_path / f"{i}.txt", ["x"] * n) for i, n in enumerate(rows)]
-    pool = corpus_job.ActorPoolConfig(actors=actors, rows_per_batch=1024)
-    assert corpus_job.block_rows([Pending(s, None) for s in sources], pool) == expected
+    pool = ActorPoolConfig(actors=actors, rows_per_batch=1024)
+    assert actor_pool.block_rows([Pending(s, None) for s in sources], pool) == expected
     # a rerun sizes its blocks by the rows still to do
     half = [Pending(s, [(0, n // 2)]) for s, n in zip(sources, rows, strict=True)]
-    assert corpus_job.block_rows(half, pool) == corpus_job.block_rows(
+    assert actor_pool.block_rows(half, pool) == actor_pool.block_rows(
         [Pending(text_source(tmp_path / f"h{i}.txt", ["x"] * (n // 2)), None)
          for i, n in enumerate(rows)], pool)
 
@@ -83,8 +84,8 @@ def test_block_rows_stops_counting_once_there_are_enough(tmp_path):
     big = text_source(tmp_path / "big.txt", ["x"] * 20_000)
     never = text_source(tmp_path / "never.txt", ["x"] * 10)
     never = type(never)(never.uri, never.path, Unreadable(), never.name, never.format)
-    pool = corpus_job.ActorPoolConfig(actors=2, rows_per_batch=1024)
-    assert corpus_job.block_rows([Pending(big, None), Pending(never, None)], pool) == 1024
+    pool = ActorPoolConfig(actors=2, rows_per_batch=1024)
+    assert actor_pool.block_rows([Pending(big, None), Pending(never, None)], pool) == 1024
 
 
 class TagWithProcess:
@@ -116,11 +117,11 @@ def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path, monkeypatch
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not on workers' path
     sources = [text_source(tmp_path / "sample.txt", [f"line {i}" for i in range(1000)])]
     output = storage.locate(str(tmp_path / "out"))
-    timings = corpus_job.run_actor_pool([Pending(s, None) for s in sources],
-                                        CorpusConfig(input=str(tmp_path / "sample.txt")),
-                                        ActorPlan(TagWithProcess, None),
-                                        part_files.SingleFolder(output),
-                                      corpus_job.ActorPoolConfig(actors=2, rows_per_batch=1024))
+    timings = running.run_actor_pool([Pending(s, None) for s in sources],
+                                     CorpusConfig(input=str(tmp_path / "sample.txt")),
+                                     ActorPlan(TagWithProcess, None),
+                                     part_files.SingleFolder(output),
+                                     ActorPoolConfig(actors=2, rows_per_batch=1024))
     table = pads.dataset(tmp_path / "out", format="parquet").to_table()
     assert sorted(table.column("row").to_pylist()) == list(range(1000))
     handled = {pid: table.column("pid").to_pylist().count(pid)
@@ -135,7 +136,6 @@ def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path, monkeypatch
 def test_a_local_cluster_gets_its_pool_plus_two_spare_cpus(processes, each, expected):
     """One rule for the corpus jobs and both trainers: the pool's CPUs, rounded up, plus two for
     Ray Data's read/write tasks and Ray Train's controller."""
-    from sentray.corpus.actor_pool import ActorPoolConfig
     from sentray.kit.ray_cluster import local_cpus
 
     assert local_cpus(processes, each) == expected
@@ -167,7 +167,7 @@ def test_a_caught_job_error_no_longer_holds_what_the_job_held():
             raise RuntimeError("wrapped") from inner
     except RuntimeError as caught:
         kept = caught  # the caller keeps the error
-        corpus_job.release_frames(kept)
+        running.release_frames(kept)
     gc.collect()
     assert held[0]() is None
     assert "in run" in "".join(traceback.format_exception(kept))  # the text is kept
@@ -176,7 +176,6 @@ def test_a_caught_job_error_no_longer_holds_what_the_job_held():
 def test_actor_counts_are_n_or_min_max_in_flags_code_and_config_files():
     from ray.data import ActorPoolStrategy
 
-    from sentray.corpus.actor_count import ActorCount
     from sentray.kit.config_files import coerce
 
     assert ActorCount.parse("2") == ActorCount(2, 2) and ActorCount.parse(" 1 - 8 ").spec() == "1-8"
@@ -193,7 +192,7 @@ def test_actor_counts_are_n_or_min_max_in_flags_code_and_config_files():
     pool = ActorPoolConfig(actors="1-3", cpus_per_actor=1)
     assert pool.local_cluster_cpus == ActorPoolConfig(actors=3).local_cluster_cpus
     pending = [Pending(Source("s", "s", None, "s", "parquet", num_rows=600), None)]
-    assert corpus_job.block_rows(pending, pool) == corpus_job.block_rows(
+    assert actor_pool.block_rows(pending, pool) == actor_pool.block_rows(
         pending, ActorPoolConfig(actors=3))
 
 

@@ -616,7 +616,7 @@ def test_a_job_without_an_address_starts_a_loopback_only_cluster(tiny_model_dir,
     assert job.returncode == 0, output[-3000:]
     summary = json.loads((tmp_path / "out" / "_summary.json").read_text())
     assert summary["rows_out"] == 40
-    # the summary says where the seconds to the first row went (sentray.corpus.actor_timings)
+    # the summary says where the seconds to the first row went (sentray.corpus.actor_pool)
     moments = summary["timings"]["since_launch"]
     assert None not in moments.values(), moments
     assert 0 < moments["ray_ready"] and 0 < moments["actor_process"], moments

@@ -12,7 +12,7 @@ import shutil
 import pytest
 from conftest import make_tiny_bert
 
-from sentray.corpus import output_claims
+from sentray.corpus import output_records
 from sentray.corpus.sources import CorpusConfig, Source
 from sentray.embedding import vectors
 from sentray.embedding.config import EmbedConfig, VectorConfig
@@ -102,11 +102,11 @@ def test_a_rerun_that_changes_a_setting_is_refused_naming_it(models, tmp_path, k
     changed = embed_settings(variants(models)[key](base).resolved(), None, SOURCES)
     assert changed[key] != stored[key]
     with pytest.raises(ValueError) as info:
-        output_claims.check_settings([output], changed)
+        output_records.check_settings([output], changed)
     message = str(info.value)
     assert f"{key}: {stored[key]!r} (stored) != {changed[key]!r} (this run)" in message
     assert "--overwrite" in message
-    output_claims.check_settings([output], stored)  # the same settings: a resume
+    output_records.check_settings([output], stored)  # the same settings: a resume
 
 
 def test_other_quantization_ranges_are_refused(models, tmp_path):
@@ -118,7 +118,7 @@ def test_other_quantization_ranges_are_refused(models, tmp_path):
     output = stored_output(tmp_path, embed_settings(base, ranges, SOURCES))
     other = vectors.Ranges(np.zeros(32, np.float32), np.full(32, 2.0, np.float32))
     with pytest.raises(ValueError, match="quantization_ranges"):
-        output_claims.check_settings([output], embed_settings(base, other, SOURCES))
+        output_records.check_settings([output], embed_settings(base, other, SOURCES))
 
 
 @pytest.mark.parametrize("change", ["model by another name", "format text over text files",
@@ -137,8 +137,8 @@ def test_settings_that_leave_every_vector_the_same_are_not_refused(models, tmp_p
             c, vector=dataclasses.replace(c.vector, truncate_dim=32)),  # the tiny model's
     }[change](base)
     settings = embed_settings(other.resolved(), None, SOURCES)
-    output_claims.check_settings([output], settings)  # not refused
-    assert output_claims.RunClaim(output, settings).digest == output_claims.RunClaim(
+    output_records.check_settings([output], settings)  # not refused
+    assert output_records.RunClaim(output, settings).digest == output_records.RunClaim(
         output, stored).digest  # and a run beside it with either is the same run
 
 
@@ -154,7 +154,7 @@ def test_a_format_that_overrides_the_suffix_is_a_setting(models, tmp_path):
     output = stored_output(tmp_path, stored)
     parquet = [dataclasses.replace(data[0], format="parquet")]
     with pytest.raises(ValueError, match="format: 'text' \\(stored\\) != 'parquet'"):
-        output_claims.check_settings([output], embed_settings(as_parquet, None, parquet))
+        output_records.check_settings([output], embed_settings(as_parquet, None, parquet))
 
 
 def test_an_int8_rerun_is_refused_before_calibrating(models, tmp_path, monkeypatch):
@@ -210,6 +210,6 @@ def test_overwrite_deletes_only_the_jobs_files(tmp_path):
     (out / "_runs" / "r.json").write_text("{}")
     (out / "notes.txt").write_text("mine")  # the user's own file
     (out / "a-123" / "README").write_text("mine too")
-    assert output_claims.remove_job_files([output]) == 3  # the claims stay (test_output_claims)
+    assert output_records.remove_job_files([output]) == 3  # the claims stay (test_output_records)
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
         "_runs", "_runs/r.json", "a-123", "a-123/README", "notes.txt"]

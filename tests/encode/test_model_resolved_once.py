@@ -66,7 +66,7 @@ def fact_reads(monkeypatch) -> Counter:
 
 @pytest.fixture
 def no_ray(monkeypatch):
-    """No Ray connected in this process: the job runs its rows here (sentray.corpus.in_process),
+    """No Ray connected in this process: the job runs its rows here (sentray.corpus.running),
     where the actor's own lookups can be counted."""
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False))

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from sentray.corpus import output_claims
-from sentray.corpus.output_claims import RunClaim, settings_digest
+from sentray.corpus import output_records
+from sentray.corpus.output_records import RunClaim, settings_digest
 from sentray.kit import storage
 
 
@@ -47,8 +47,8 @@ def test_runs_with_the_same_settings_both_proceed_and_clean_up(tmp_path):
 
 
 def test_a_stale_claim_is_reported_and_taken_over(tmp_path, caplog):
-    foreign_claim(tmp_path, {"pooling": "mean"}, age=output_claims.STALE_S + 5)
-    with caplog.at_level(logging.WARNING, logger="sentray.corpus.output_claims"):
+    foreign_claim(tmp_path, {"pooling": "mean"}, age=output_records.STALE_S + 5)
+    with caplog.at_level(logging.WARNING, logger="sentray.corpus.output_records"):
         with RunClaim(storage.locate(str(tmp_path)), {"pooling": "cls"}):
             pass
     message = " ".join(r.getMessage() for r in caplog.records)
@@ -72,7 +72,7 @@ def test_of_two_runs_that_claimed_at_once_the_later_steps_back(tmp_path, monkeyp
 
 
 def test_a_claim_is_refreshed_while_the_run_lasts(tmp_path, monkeypatch):
-    monkeypatch.setattr(output_claims, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(output_records, "HEARTBEAT_S", 0.05)
     with RunClaim(storage.locate(str(tmp_path)), {"pooling": "mean"}) as claim:
         first = json.loads((tmp_path / "_runs" / f"{claim.run}.json").read_text())["heartbeat"]
         time.sleep(0.3)
@@ -89,7 +89,7 @@ def test_overwrite_deletes_the_jobs_files_under_a_claim_that_stays(tmp_path, cap
     foreign_claim(tmp_path, {"pooling": "mean"}, run="20260101-000000-same")
     out = storage.locate(str(tmp_path))
     with caplog.at_level(logging.WARNING), RunClaim(out, {"pooling": "mean"}) as claim:
-        assert output_claims.remove_job_files([out]) == 2
+        assert output_records.remove_job_files([out]) == 2
         assert storage.exists(claim.location)
         claim._beat()  # what the keep-alive thread does every HEARTBEAT_S
     assert sorted(p.name for p in tmp_path.iterdir()) == ["_runs"]

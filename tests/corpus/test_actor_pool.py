@@ -1,4 +1,4 @@
-"""sentray.corpus.actor_timings: an actor's first moments ride on its blocks to the driver and
+"""sentray.corpus.actor_pool: an actor's first moments ride on its blocks to the driver and
 never into the parts written."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sentray.corpus import actor_timings, part_files
+from sentray.corpus import actor_pool, part_files
 from sentray.kit import storage
 
 
@@ -19,40 +19,40 @@ def block(rows: int = 3) -> pa.Table:
 
 
 def test_moments_are_carried_and_taken_off_again():
-    clock = actor_timings.ActorClock()
+    clock = actor_pool.ActorClock()
     assert clock.moments["actor_process"] <= time.time()
     clock.ready()
     clock.output()
     first = clock.moments["first_row"]
     clock.output()  # the first output only
     assert clock.moments["first_row"] == first
-    table, moments = actor_timings.take(clock.stamp(block()))
+    table, moments = actor_pool.take(clock.stamp(block()))
     assert moments == clock.moments
     assert table.schema.metadata == {b"sentray.vectors": b"{}"}  # the rest kept
-    assert actor_timings.take(table) == (table, None)
+    assert actor_pool.take(table) == (table, None)
 
 
 def test_the_earliest_of_each_moment_over_blocks_and_actors():
-    found = actor_timings.earliest([
+    found = actor_pool.earliest([
         {"actor_process": 5.0, "actor_ready": 9.0, "first_row": 9.5}, None,
         {"actor_process": 6.0, "actor_ready": 8.0, "first_row": None}])
     assert found == {"actor_process": 5.0, "actor_ready": 8.0, "first_row": 9.5}
-    assert actor_timings.earliest([]) == dict.fromkeys(found)
+    assert actor_pool.earliest([]) == dict.fromkeys(found)
 
 
 def test_since_launch_counts_from_this_process_start():
-    launched = actor_timings.process_started()
-    moments = actor_timings.since_launch(launched + 3.0, launched + 9.0, {
+    launched = actor_pool.process_started()
+    moments = actor_pool.since_launch(launched + 3.0, launched + 9.0, {
         "actor_process": launched + 2.0, "actor_ready": launched + 6.0, "first_row": None})
     assert moments == {"ray_ready": 3.0, "actor_process": 2.0, "actor_ready": 6.0,
                        "first_row": None, "first_part": 9.0}
 
 
 def test_a_written_part_holds_no_actor_moments(tmp_path):
-    clock = actor_timings.ActorClock()
+    clock = actor_pool.ActorClock()
     folder = storage.locate(str(tmp_path))
     part_files.write_block(part_files.SingleFolder(folder), clock.stamp(block()))
     (part,) = (tmp_path / "a.txt").glob("part-*.parquet")
     metadata = pq.read_metadata(part).metadata
-    assert actor_timings.TIMINGS_KEY not in metadata
+    assert actor_pool.TIMINGS_KEY not in metadata
     assert metadata[b"sentray.vectors"] == b"{}"

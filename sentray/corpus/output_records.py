@@ -1,4 +1,6 @@
-"""What an output folder holds, and who is writing it: a rerun never mixes two configurations.
+"""What a corpus job keeps at the top of its output folder besides the rows: the settings its
+rows depend on, the claims of the runs writing it, and the record of the runs that did (so that
+a rerun never mixes two configurations, and every run that did work is on record).
 
 - `_settings.json` records what the output's rows depend on (for embeddings: the model and its
   files, pooling, dimension, normalization, dtype, ...). A run whose settings differ from the
@@ -9,10 +11,16 @@
   run that finds a live claim with other settings stops before writing anything; two runs with
   the same settings both proceed (they write the same part names). A claim not refreshed for
   `STALE_S` seconds belongs to a run that died without cleaning up: it is reported and removed.
+- `_summary.json` (`write_summary`, `recorded`) holds the row accounting of the whole output,
+  the latest run's figures at the top (processed files, seconds, rows/s, timings), and `runs`,
+  one entry for every run that did work there, oldest first. A rerun that finds nothing to do
+  writes nothing: the record of the runs that did the work (and their `_config.yaml`) stays as
+  they left it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import posixpath
@@ -40,10 +48,11 @@ from sentray.kit.settings_record import (
 logger = logging.getLogger(__name__)
 
 RUNS_FOLDER = "_runs"
+SUMMARY_FILE = "_summary.json"
 HEARTBEAT_S = 10.0
 STALE_S = 60.0
 # What a job writes at the top of its output besides the source folders.
-JOB_FILES = ("_summary.json", "_config.yaml", SETTINGS_FILE, "_quantization.json",
+JOB_FILES = (SUMMARY_FILE, "_config.yaml", SETTINGS_FILE, "_quantization.json",
              "_int8_model.onnx", "_int8_model.json")
 
 
@@ -199,3 +208,36 @@ class RunClaim:
         if self._heartbeat is not None:
             self._heartbeat.stop()
         self._release()
+
+
+# -- the run records ------------------------------------------------------------------------------
+
+
+def write_summary(folder: storage.Location, summary: dict) -> None:
+    storage.write_bytes(folder.join(SUMMARY_FILE),
+                        json.dumps(summary, indent=1, default=str).encode())
+
+
+def read_summary(folder: storage.Location) -> dict | None:
+    """The output's `_summary.json`, or None (none yet, or unreadable)."""
+    return read_json(folder.join(SUMMARY_FILE))
+
+
+def this_run(started_at: float, processed: list[str], rows: int, seconds: float,
+             timings: dict | None) -> dict:
+    """One run's entry: when it started (UTC), the files it processed, its rows, seconds,
+    rows/s and timings (None: it ran no Ray work)."""
+    return {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
+            "processed_this_run": processed, "rows_this_run": rows,
+            "seconds": round(seconds, 2),
+            "sentences_per_second": round(rows / seconds, 1) if processed and rows else None,
+            "timings": timings}
+
+
+def recorded(previous: dict | None, summary: dict, run: dict, settings: dict, config: dict,
+             overwrite: bool) -> dict:
+    """The summary to write: the whole output's accounting, this run's figures at the top, the
+    settings and config, and every run that did work (a run with --overwrite starts the list
+    afresh)."""
+    runs = [] if previous is None or overwrite else previous.get("runs", [])
+    return {**summary, **run, "settings": settings, "config": config, "runs": [*runs, run]}
