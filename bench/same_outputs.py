@@ -43,7 +43,7 @@ VOLATILE = {"seconds", "timings", "started", "started_at", "finished", "finished
             "time", "wall_s", "runs", "run", "rows_per_second", "elapsed", "duration", "host",
             "pid", "since_launch", "written_at", "updated", "created", "python", "versions",
             "throughput", "sentences_per_second", "steps_per_second", "step_seconds", "cpu",
-            "platform", "hostname", "ray_start", "seconds_per_step"}
+            "platform", "hostname", "ray_start", "seconds_per_step", "tokens_per_second"}
 # an input file's folder is named after it and a digest of its URI (the work folder's path)
 SOURCE_KEY = re.compile(r"-[0-9a-f]{10}(?=/|$)")
 VECTORS = b"sentray.vectors"  # the embedding job's description of its vectors, in every file

@@ -74,6 +74,18 @@ def test_subpackage_inits_hold_a_docstring_only():
         assert len(body) == 1 and isinstance(body[0], ast.Expr), path
 
 
+def test_every_package_docstring_names_each_of_its_modules():
+    """A newcomer reads a package's docstring to find what is where: it names every module of the
+    package (as `module` or module.py), so a module added or renamed is described there too."""
+    unnamed = []
+    for init in [PACKAGE / "__init__.py", *(PACKAGE / s / "__init__.py" for s in SUBPACKAGES)]:
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        for module in sorted(p.stem for p in init.parent.glob("*.py") if p.stem != "__init__"):
+            if f"`{module}`" not in doc and f"{module}.py" not in doc:
+                unnamed.append(f"{init.parent.name}/{module}.py")
+    assert not unnamed, f"not named in their package's docstring: {unnamed}"
+
+
 def test_no_import_cycle_between_modules():
     graph = {name: (imports_of(path) & set(MODULES)) - {name} for name, path in MODULES.items()}
     state: dict[str, int] = {}
