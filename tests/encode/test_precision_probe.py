@@ -153,5 +153,11 @@ def test_a_job_on_a_cluster_measures_auto_in_a_ray_task_with_an_actors_cpus(
     assert "measured in a Ray task on node" in caplog.text
     assert f"(pid {os.getpid()})" not in caplog.text
     assert decision.threads == 1 and decision.measured[0]["precision"] == "fp32"
+    from sentray.encode import int8
+
+    identity, max_length = int8.model_identity(config.encoder)
+    cached = int8.read_cached(int8.cache_key(config.encoder, max_length, identity)) is not None
     decided = decide_precision(config, storage.locate(str(tmp_path / "o")), 1_000)
-    assert decided.encoder.precision in ("fp32", "bf16")  # int8 not prepared for 1,000 rows
+    # int8 is not prepared for 1,000 rows; an int8 model of this tiny one that an earlier test
+    # of the session cached is a candidate, and may be measured the fastest
+    assert decided.encoder.precision in ("fp32", "bf16", *(("int8",) if cached else ()))
