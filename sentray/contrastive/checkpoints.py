@@ -50,12 +50,8 @@ def finished_checkpoints(run_folder: storage.Location, total_steps: int):
     import ray.train
 
     filesystem = run_folder.filesystem
-    try:
-        infos = filesystem.get_file_info(pafs.FileSelector(run_folder.path))
-    except FileNotFoundError:
-        return None
     states = []
-    for info in infos:
+    for info in storage.entries(run_folder):
         if (info.type != pafs.FileType.Directory
                 or not posixpath.basename(info.path).startswith("checkpoint_")):
             continue

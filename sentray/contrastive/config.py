@@ -19,7 +19,7 @@ from sentray.contrastive.objectives import (
 )
 from sentray.encode.config import DittoImpl, EncoderConfig, Precision
 from sentray.encode.model_info import model_facts
-from sentray.kit.validation import check_choices
+from sentray.kit.validation import check_at_least, check_choices
 from sentray.training.cluster import ClusterConfig
 
 # The train-time MLP's initial weights: simcse, SimCSE's (its cl_init runs BERT's _init_weights:
@@ -115,15 +115,10 @@ class TrainConfig:
             raise ValueError(f"max_grad_norm must be > 0 (or None: no clipping), got "
                              f"{self.max_grad_norm}")
         workers = self.cluster.workers
-        positive = {"batch_size": self.batch_size, "epochs": self.epochs,
-                    "eval_steps": self.eval_steps, "workers": workers,
-                    "eval_batch_size": self.encoder.batch_size, "log_steps": self.log_steps,
-                    "keep_checkpoints": self.keep_checkpoints}
-        for name, value in positive.items():
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        check_at_least(1, batch_size=self.batch_size, epochs=self.epochs,
+                       eval_steps=self.eval_steps, workers=workers,
+                       eval_batch_size=self.encoder.batch_size, log_steps=self.log_steps,
+                       keep_checkpoints=self.keep_checkpoints, max_steps=self.max_steps)
         if self.batch_size % workers:
             raise ValueError(f"the global batch size {self.batch_size} must be divisible by the "
                              f"number of workers {workers}")

@@ -40,6 +40,7 @@ from typing import Generic, TypeVar
 import pyarrow as pa
 
 from sentray.kit.ray_cluster import local_cpus
+from sentray.kit.validation import check_at_least
 
 # -- how many actors ------------------------------------------------------------------------------
 
@@ -108,11 +109,8 @@ class ActorPoolConfig:
             object.__setattr__(self, "actors", ActorCount.parse(self.actors))
         if self.num_gpus < 0 or self.cpus_per_actor <= 0:
             raise ValueError("num_gpus must be >= 0 and cpus_per_actor > 0")
-        if self.in_process_rows < 0:
-            raise ValueError(f"in_process_rows must be >= 0 (0: always Ray), got "
-                             f"{self.in_process_rows}")
-        if self.rows_per_batch < 1:
-            raise ValueError(f"rows_per_batch must be >= 1, got {self.rows_per_batch}")
+        check_at_least(0, in_process_rows=self.in_process_rows)  # 0: always Ray
+        check_at_least(1, rows_per_batch=self.rows_per_batch)
 
     @property
     def local_cluster_cpus(self) -> int:

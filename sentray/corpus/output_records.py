@@ -58,12 +58,9 @@ JOB_FILES = (SUMMARY_FILE, "_config.yaml", SETTINGS_FILE, "_quantization.json",
 
 def holds_rows(folder: storage.Location) -> bool:
     """Whether `folder` holds any part file of a corpus job."""
-    try:
-        infos = folder.filesystem.get_file_info(pafs.FileSelector(folder.path, recursive=True))
-    except FileNotFoundError:
-        return False
     return any(info.type == pafs.FileType.File
-               and part_files.PART_NAME.match(posixpath.basename(info.path)) for info in infos)
+               and part_files.PART_NAME.match(posixpath.basename(info.path))
+               for info in storage.entries(folder, recursive=True))
 
 
 def check_settings(folders: Sequence[storage.Location], settings: dict,
@@ -87,11 +84,7 @@ def remove_job_files(folders: Sequence[storage.Location]) -> int:
     run's claim is reported and taken over as in any run). Returns the files deleted."""
     deleted = 0
     for folder in folders:
-        try:
-            infos = folder.filesystem.get_file_info(pafs.FileSelector(folder.path,
-                                                                      recursive=True))
-        except FileNotFoundError:
-            continue
+        infos = storage.entries(folder, recursive=True)
         for info in infos:
             name, parent = posixpath.basename(info.path), posixpath.dirname(info.path)
             ours = (part_files.PART_NAME.match(name) or name.startswith(".tmp-")
@@ -132,12 +125,8 @@ class RunClaim:
 
     def claims(self) -> list[Claim]:
         folder = self.output.join(RUNS_FOLDER)
-        try:
-            infos = folder.filesystem.get_file_info(pafs.FileSelector(folder.path))
-        except FileNotFoundError:
-            return []
         found = []
-        for info in infos:
+        for info in storage.entries(folder):
             if not info.path.endswith(".json"):  # a claim being written (`.tmp-<id>`)
                 continue
             values = read_json(storage.Location(folder.filesystem, info.path, info.path))

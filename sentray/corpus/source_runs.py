@@ -18,8 +18,6 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import pyarrow.fs as pafs
-
 from sentray.corpus.part_files import PART_NAME
 from sentray.corpus.sources import Source, estimate_rows
 from sentray.kit import storage
@@ -41,13 +39,8 @@ class Part:
 
 def parts_of(folder: storage.Location, source_key: str) -> list[Part]:
     """Every part of one source in `folder`."""
-    target = folder.join(source_key)
-    try:
-        infos = folder.filesystem.get_file_info(pafs.FileSelector(target.path))
-    except FileNotFoundError:
-        return []
     parts = []
-    for info in infos:
+    for info in storage.entries(folder.join(source_key)):
         match = PART_NAME.match(posixpath.basename(info.path))
         if match:
             first, end, total, rows = match.groups()
@@ -116,12 +109,7 @@ def remove_temporaries(folders: Sequence[storage.Location], source_key: str) -> 
     its process died or its disk filled: never a part, never counted). Returns how many."""
     removed = 0
     for folder in folders:
-        target = folder.join(source_key)
-        try:
-            infos = folder.filesystem.get_file_info(pafs.FileSelector(target.path))
-        except FileNotFoundError:
-            continue
-        for info in infos:
+        for info in storage.entries(folder.join(source_key)):
             if posixpath.basename(info.path).startswith(".tmp-"):
                 folder.filesystem.delete_file(info.path)
                 removed += 1

@@ -15,7 +15,7 @@ from sentray.corpus.sources import CorpusConfig
 from sentray.embedding import vectors
 from sentray.encode.config import EncoderConfig
 from sentray.encode.model_info import model_facts
-from sentray.kit.validation import check_choices
+from sentray.kit.validation import check_at_least, check_choices
 
 LongText = Literal["truncate", "chunk"]
 
@@ -46,13 +46,10 @@ class VectorConfig:
 
     def __post_init__(self) -> None:
         check_choices(self)
-        if self.truncate_dim is not None and self.truncate_dim < 1:
-            raise ValueError(f"truncate_dim must be >= 1, got {self.truncate_dim}")
-        if self.calibration_rows < 2 or self.max_windows < 1 or self.chunk_overlap < 0:
-            raise ValueError("calibration_rows must be >= 2, max_windows >= 1 and "
-                             "chunk_overlap >= 0")
-        if self.dedupe_cache_rows < 0:
-            raise ValueError(f"dedupe_cache_rows must be >= 0, got {self.dedupe_cache_rows}")
+        check_at_least(1, truncate_dim=self.truncate_dim, max_windows=self.max_windows)
+        check_at_least(2, calibration_rows=self.calibration_rows)
+        check_at_least(0, chunk_overlap=self.chunk_overlap,
+                       dedupe_cache_rows=self.dedupe_cache_rows)
         if self.quantization_ranges and self.output_dtype not in vectors.SCALAR:
             raise ValueError(f"--quantization-ranges is for the int8/uint8 output dtypes, not "
                              f"{self.output_dtype}")

@@ -19,7 +19,7 @@ from sentray.encode.pooling_catalog import (
     parse_head,
 )
 from sentray.kit.config_files import derived
-from sentray.kit.validation import check_choices
+from sentray.kit.validation import check_at_least, check_choices
 
 Precision = Literal["fp32", "fp16", "bf16", "int8", "auto"]
 DittoImpl = Literal["auto", "fast", "eager"]
@@ -73,19 +73,13 @@ class EncoderConfig:
                                  f"{sorted(DITTO_POOLINGS)}, not by {self.pooling!r}")
         if self.head is not None:
             parse_head(self.head)
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
-            raise ValueError(f"max_tokens_per_batch must be >= 1, got "
-                             f"{self.max_tokens_per_batch}")
-        if self.int8_calibration_rows < 2:
-            raise ValueError(f"int8_calibration_rows must be >= 2, got "
-                             f"{self.int8_calibration_rows}")
+        check_at_least(1, batch_size=self.batch_size,
+                       max_tokens_per_batch=self.max_tokens_per_batch)
+        check_at_least(2, int8_calibration_rows=self.int8_calibration_rows,
+                       max_length=self.max_length)
         if self.int8_calibration is not None and self.precision not in ("int8", "auto"):
             raise ValueError(f"--int8-calibration is for --precision int8 (or auto), not "
                              f"{self.precision}")
-        if self.max_length is not None and self.max_length < 2:
-            raise ValueError(f"max_length must be >= 2, got {self.max_length}")
 
     def located(self) -> EncoderConfig:
         """This config with its model looked up and checked (`located_model`: a broken model

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 import tyro
 
-from sentray.kit.validation import check_choices
+from sentray.kit.validation import check_at_least, check_choices
 
 IndexType = Literal["IVF_PQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "flat"]
 WriteMode = Literal["auto", "local", "ray"]
@@ -56,12 +56,9 @@ class IndexConfig:
         if self.index_uri is not None and not self.index_uri.rstrip("/").endswith(".lance"):
             raise ValueError(f"--index-uri must end with .lance (a LanceDB table), got "
                              f"{self.index_uri!r}")
-        for name in ("partitions", "sub_vectors"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if self.min_index_rows < 1 or self.rows_per_commit < 1 or self.ray_rows < 0:
-            raise ValueError("min_index_rows and rows_per_commit must be >= 1, ray_rows >= 0")
+        check_at_least(1, partitions=self.partitions, sub_vectors=self.sub_vectors,
+                       min_index_rows=self.min_index_rows, rows_per_commit=self.rows_per_commit)
+        check_at_least(0, ray_rows=self.ray_rows)
         if self.retrain_growth <= 0:
             raise ValueError(f"retrain_growth must be > 0, got {self.retrain_growth}")
 

@@ -10,7 +10,7 @@ import os
 import time
 
 from sentray.corpus.sources import CorpusConfig, discover_sources
-from sentray.index import ann
+from sentray.index import ann, table_writing
 from sentray.index.config import IndexConfig
 from sentray.index.embedding_record import (
     EmbeddingDescription,
@@ -19,15 +19,6 @@ from sentray.index.embedding_record import (
 )
 from sentray.index.index_state import IndexState, roll_back
 from sentray.index.plan import PartWork, add_run, list_parts, plan
-from sentray.index.table_writing import (
-    append_local,
-    append_ray,
-    commit_groups,
-    connect,
-    lance_storage_options,
-    open_table,
-    table_schema,
-)
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
@@ -44,14 +35,15 @@ def run_index(config: IndexConfig) -> dict:
         raise ValueError(f"{output.uri} holds no part files: an embedding output with no rows "
                          "(did jobs/embed.py finish?)")
     location = storage.locate(config.table_uri, config.s3_endpoint)
-    database, name = connect(config.table_uri, config.s3_endpoint)
+    database, name = table_writing.connect(config.table_uri, config.s3_endpoint)
     table, state = _open(database, name, location, description, config)
     work = plan(parts, state.indexed if state else {})
     texts, corpus = _text_sources(config)
     added = skipped = 0
     if work:
         if table is None:
-            schema = table_schema(description, _id_type(output, work[0]), texts is not None)
+            schema = table_writing.table_schema(description, _id_type(output, work[0]),
+                                                texts is not None)
             table = database.create_table(name, schema=schema)
             state = IndexState(version=table.version, digest=description.digest)
             state.write(location, table.version)
@@ -80,7 +72,7 @@ def _open(database, name: str, location: storage.Location, description: Embeddin
           config: IndexConfig) -> tuple[object | None, IndexState | None]:
     """(table, its record), rolled back to the record; (None, None) when there is no table (or
     only a first run's, killed before its first commit was recorded, which is dropped)."""
-    table = open_table(database, name)
+    table = table_writing.open_table(database, name)
     if table is not None and config.overwrite:
         logger.info("--overwrite: dropping %s", location.uri)
         database.drop_table(name)
@@ -114,15 +106,16 @@ def _append(table, work: list[PartWork], output: storage.Location, location: sto
                 "Ray Data" if use_ray else "this process")
     schema = table.schema
     added = skipped = 0
-    for group in commit_groups(work, config.rows_per_commit):
+    for group in table_writing.commit_groups(work, config.rows_per_commit):
         before = table.count_rows()
         if use_ray:
-            append_ray(location.uri if location.is_s3 else location.path, group,
-                       output.filesystem, schema, texts, corpus,
-                       lance_storage_options(location.uri, config.s3_endpoint), table.version)
+            options = table_writing.lance_storage_options(location.uri, config.s3_endpoint)
+            table_writing.append_ray(location.uri if location.is_s3 else location.path, group,
+                                     output.filesystem, schema, texts, corpus, options,
+                                     table.version)
             table.checkout_latest()
         else:
-            append_local(table, group, output.filesystem, schema, texts, corpus)
+            table_writing.append_local(table, group, output.filesystem, schema, texts, corpus)
         rows = table.count_rows() - before
         read = sum(part.rows for part in group)
         added, skipped = added + rows, skipped + read - rows

@@ -6,7 +6,6 @@ Data's tasks run `part_rows`."""
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,15 +41,11 @@ class PartWork:
 def list_parts(output: storage.Location) -> list[tuple[str, str, int, int]]:
     """(source key, path, first row, end row) of every part file of the output, sorted; the
     output's own records and tables (`_*`) and temporary files are not parts."""
-    selector = pafs.FileSelector(output.path, recursive=False)
     parts = []
-    for folder in output.filesystem.get_file_info(selector):
-        key = posixpath.basename(folder.path)
-        if folder.type != pafs.FileType.Directory or key.startswith(("_", ".")):
-            continue
-        for item in output.filesystem.get_file_info(pafs.FileSelector(folder.path)):
-            match = PART_NAME.match(posixpath.basename(item.path))
-            if item.type == pafs.FileType.File and match:
+    for key, _ in storage.visible(storage.entries(output), pafs.FileType.Directory):
+        for name, item in storage.visible(storage.entries(output.join(key)), pafs.FileType.File):
+            match = PART_NAME.match(name)
+            if match:
                 parts.append((key, item.path, int(match.group(1)), int(match.group(2))))
     return sorted(parts)
 

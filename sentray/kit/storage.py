@@ -150,6 +150,24 @@ def exists(location: Location) -> bool:
     return location.filesystem.get_file_info(location.path).type != pafs.FileType.NotFound
 
 
+def entries(folder: Location, *, recursive: bool = False) -> list[pafs.FileInfo]:
+    """What is in the folder (files and folders, by filesystem path; with `recursive`, all below
+    it); nothing where the folder does not exist."""
+    try:
+        return folder.filesystem.get_file_info(pafs.FileSelector(folder.path, recursive=recursive))
+    except FileNotFoundError:
+        return []
+
+
+def visible(infos: Sequence[pafs.FileInfo],
+            kind: pafs.FileType) -> list[tuple[str, pafs.FileInfo]]:
+    """(name, info) of the entries of type `kind` that pyarrow would read: hidden and `_` names
+    are skipped."""
+    named = ((posixpath.basename(info.path), info) for info in infos)
+    return [(name, info) for name, info in named
+            if info.type == kind and not name.startswith((".", "_"))]
+
+
 def list_files(location: Location, suffixes: tuple[str, ...],
                exclude: Sequence[Location] = ()) -> list[pafs.FileInfo]:
     """The files (filesystem-relative paths, sizes) at `location`: the file itself, or every file
@@ -161,12 +179,8 @@ def list_files(location: Location, suffixes: tuple[str, ...],
         return [info]
     if info.type == pafs.FileType.NotFound:
         raise FileNotFoundError(f"input {location.uri} does not exist")
-    selector = pafs.FileSelector(location.path, recursive=True)
     files = []
-    for item in location.filesystem.get_file_info(selector):
-        name = posixpath.basename(item.path)
-        if item.type != pafs.FileType.File or name.startswith((".", "_")):
-            continue
+    for name, item in visible(entries(location, recursive=True), pafs.FileType.File):
         if any((item.path + "/").startswith(e.path.rstrip("/") + "/") for e in exclude):
             continue
         if name.lower().endswith(suffixes):

@@ -1,5 +1,6 @@
 """Config checks shared by every config dataclass: one implementation of "a `Literal` field
-holds one of its choices", so no config re-lists its choices by hand."""
+holds one of its choices", so no config re-lists its choices by hand, and one of "a number is
+at least its minimum", so every such error names the flag and its value alike."""
 
 from __future__ import annotations
 
@@ -31,3 +32,11 @@ def check_choices(config: Any) -> None:
             continue
         raise ValueError(f"{field.name} must be one of {', '.join(map(str, choices))}, got "
                          f"{value!r}")
+
+
+def check_at_least(minimum: float, **values: float | None) -> None:
+    """ValueError naming the first of `values` (flag name = value) below `minimum`, and its value;
+    None passes (a field whose None means "not set")."""
+    for name, value in values.items():
+        if value is not None and value < minimum:
+            raise ValueError(f"{name} must be >= {minimum}, got {value}")

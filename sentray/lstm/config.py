@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sentray.encode.model_loading import DEFAULT_MODEL
-from sentray.kit.validation import check_choices
+from sentray.kit.validation import check_at_least, check_choices
 from sentray.lstm import lexicon
 from sentray.training.cluster import ClusterConfig
 
@@ -50,14 +50,12 @@ class LSTMConfig:
 
     def __post_init__(self) -> None:
         check_choices(self)
-        positive = {"batch_size": self.batch_size, "epochs": self.epochs,
-                    "eval_steps": self.eval_steps, "eval_batch_size": self.eval_batch_size,
-                    "max_length": self.max_length, "log_steps": self.log_steps,
-                    "max_steps": self.max_steps, "limit_train": self.limit_train,
-                    "limit_eval": self.limit_eval}
-        for name, value in positive.items():
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+        check_at_least(1, batch_size=self.batch_size, epochs=self.epochs,
+                       eval_steps=self.eval_steps, eval_batch_size=self.eval_batch_size,
+                       max_length=self.max_length, log_steps=self.log_steps,
+                       max_steps=self.max_steps, limit_train=self.limit_train,
+                       limit_eval=self.limit_eval)
+        check_at_least(0, threads=self.threads)
         if self.cluster.cpus_per_worker is None:  # `none` given: this trainer's default
             object.__setattr__(self, "cluster", dataclasses.replace(self.cluster,
                                                                     cpus_per_worker=1.0))
@@ -71,8 +69,6 @@ class LSTMConfig:
         if not 0.0 <= self.lexicon_threshold <= lexicon.VALENCE_LIMIT:
             raise ValueError(f"lexicon_threshold must be in [0, {lexicon.VALENCE_LIMIT}] "
                              f"(VADER's valence scale), got {self.lexicon_threshold}")
-        if self.threads < 0:
-            raise ValueError(f"threads must be >= 0, got {self.threads}")
 
     @property
     def world_size(self) -> int:

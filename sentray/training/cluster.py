@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sentray.kit.validation import check_at_least
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -24,10 +26,7 @@ class ClusterConfig:
     max_failures: int = 3  # worker-group restarts from the last checkpoint before giving up
 
     def __post_init__(self) -> None:
-        if self.workers < 0:
-            raise ValueError(f"workers must be >= 0, got {self.workers}")
-        if (self.cpus_per_worker is not None and self.cpus_per_worker <= 0) \
-                or self.max_failures < 0:
-            raise ValueError("cpus_per_worker must be > 0 and max_failures >= 0")
-        if self.num_cpus is not None and self.num_cpus < 1:
-            raise ValueError(f"num_cpus must be >= 1, got {self.num_cpus}")
+        check_at_least(0, workers=self.workers, max_failures=self.max_failures)
+        check_at_least(1, num_cpus=self.num_cpus)
+        if self.cpus_per_worker is not None and self.cpus_per_worker <= 0:
+            raise ValueError(f"cpus_per_worker must be > 0, got {self.cpus_per_worker}")
