@@ -72,14 +72,14 @@ def encoder_padding(encoder, token_ids: list[list[int]], block_rows: int) -> flo
 
 
 def native_bf16() -> bool:
-    from sentray.encode.precision import cpu_bf16_native
+    from sentray.kit.cpu import cpu_bf16_native
 
     return cpu_bf16_native()
 
 
 def cpu_line() -> str:
     """Which CPU this ran on, and whether it runs bf16 natively."""
-    from sentray.encode.precision import BF16_CPU_FLAGS, cpu_bf16_features, cpu_info
+    from sentray.kit.cpu import BF16_CPU_FLAGS, cpu_bf16_features, cpu_info
 
     features = cpu_bf16_features()
     bf16 = (f"native bf16 ({', '.join(features)})" if features
@@ -90,9 +90,10 @@ def cpu_line() -> str:
 def run_in_process(model: str, sentences: list[str], **config) -> float:
     from sentray.encode.config import EncoderConfig
     from sentray.encode.encoder import SentenceEncoder
+    from sentray.precision.plan import plan_encoder
 
     start = time.perf_counter()
-    encoder = SentenceEncoder(EncoderConfig(model=model, device="cpu", **config))
+    encoder = SentenceEncoder(plan_encoder(EncoderConfig(model=model, device="cpu", **config)))
     vectors = encoder.encode(sentences)
     assert vectors.shape[0] == len(sentences)
     return time.perf_counter() - start, encoder.precision
@@ -120,6 +121,7 @@ def padding_table(model: str, sentences: list[str], batch_size: int, budget: int
     same sentences (the shapes the encoder would run; no model call)."""
     from sentray.encode.config import EncoderConfig
     from sentray.encode.encoder import SentenceEncoder
+    from sentray.precision.plan import plan_encoder
 
     rows = ["| batching | forward passes | padded tokens | real tokens | padding |",
             "|---|---|---|---|---|"]
@@ -127,7 +129,7 @@ def padding_table(model: str, sentences: list[str], batch_size: int, budget: int
             model=model, device="cpu", batch_size=batch_size)),
                           (f"token budget {budget}", EncoderConfig(
             model=model, device="cpu", max_tokens_per_batch=budget))):
-        encoder = SentenceEncoder(config)
+        encoder = SentenceEncoder(plan_encoder(config))
         passes = padded = real = 0
         for batch in encoder.length_sorted_batches(encoder.tokenize(sentences)):
             passes += 1
@@ -143,10 +145,11 @@ def measure(size: int, all_sentences: list[str], args, peers: list, stsb,
     from sentray.encode.config import EncoderConfig
     from sentray.encode.encoder import SentenceEncoder
     from sentray.encode.model_loading import resolve_model
+    from sentray.precision.plan import plan_encoder
 
     sentences = all_sentences[:size]
     model_path = resolve_model(args.model).path
-    encoder = SentenceEncoder(EncoderConfig(model=args.model, device="cpu"))
+    encoder = SentenceEncoder(plan_encoder(EncoderConfig(model=args.model, device="cpu")))
     token_ids = encoder.tokenize(sentences)
     lengths = np.array([len(ids) for ids in token_ids])
     whole = encoder_padding(encoder, token_ids, len(token_ids))
@@ -178,8 +181,8 @@ def measure(size: int, all_sentences: list[str], args, peers: list, stsb,
                  "seconds": seconds, "load_and_encode_seconds": seconds})
     if smallest:
         budget = args.max_tokens_per_batch
-        budgeted = SentenceEncoder(EncoderConfig(model=args.model, device="cpu",
-                                                 max_tokens_per_batch=budget))
+        budgeted = SentenceEncoder(plan_encoder(EncoderConfig(
+            model=args.model, device="cpu", max_tokens_per_batch=budget)))
         runs.append({"run": f"sentray encoder in-process, token budget {budget}", "peer": False,
                      "seconds": run_in_process(args.model, sentences, precision=args.precision,
                                                max_tokens_per_batch=budget)[0],

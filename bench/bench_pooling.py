@@ -18,6 +18,7 @@ import torch
 
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
+from sentray.precision.plan import plan_encoder
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/data/corpus/brown.txt"
 
@@ -83,7 +84,7 @@ def main() -> None:
         "ditto eager": EncoderConfig(pooling="ditto", head=args.head, ditto_impl="eager",
                                      **common),
     }
-    encoders = {name: SentenceEncoder(config) for name, config in runs.items()}
+    encoders = {name: SentenceEncoder(plan_encoder(config)) for name, config in runs.items()}
     speed = time_round_robin(encoders, texts, args.repeats)
     flops = {name: forward_flops(encoder.model.config, shapes_of(encoder, texts))
              * speed[name] / len(texts) for name, encoder in encoders.items()}

@@ -7,7 +7,7 @@ what it changes in the vectors (`--precisions`, default bf16,int8).
   `model_kwargs={"torch_dtype": torch.bfloat16}` and under `torch.autocast("cpu",
   torch.bfloat16)` (the peers a user would write), sentray's `SentenceEncoder` in fp32 and bf16
   (bf16 weights on CPU) and int8 (NNCF static int8 on ONNX Runtime, prepared once and not
-  timed: `sentray.encode.int8`);
+  timed: `sentray.precision.artefacts`);
 - quality, each precision against sentray fp32 on `--quality-rows` Brown sentences: per-row
   cosine (min, mean), for mean pooling and for Ditto (`--ditto-head`); the int8 output codes
   (ranges calibrated on the fp32 vectors, as the job does) and binary bits that agree; recall@10
@@ -44,9 +44,10 @@ def best_seconds(run, repeats: int) -> float:
 def sentray_encoder(precision: str, pooling: str = "mean", head: str | None = None):
     from sentray.encode.config import EncoderConfig
     from sentray.encode.encoder import SentenceEncoder
+    from sentray.precision.plan import plan_encoder
 
-    return SentenceEncoder(EncoderConfig(pooling=pooling, head=head, precision=precision,
-                                         device="cpu", batch_size=32))
+    return SentenceEncoder(plan_encoder(EncoderConfig(
+        pooling=pooling, head=head, precision=precision, device="cpu", batch_size=32)))
 
 
 def speeds(sentences: list[str], repeats: int) -> dict:
@@ -104,7 +105,7 @@ def recall_at_10(a: np.ndarray, b: np.ndarray) -> float:
 
 def agreement(fp32: np.ndarray, bf16: np.ndarray) -> dict:
     """Per-row cosine of the two, how many int8 codes / binary bits agree, recall@10."""
-    from sentray.embedding import vectors
+    from sentray.bulk_embedding import vectors
 
     a = fp32 / np.linalg.norm(fp32, axis=1, keepdims=True)
     b = bf16 / np.linalg.norm(bf16, axis=1, keepdims=True)
@@ -171,7 +172,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(args.threads)
 
-    from sentray.encode.precision import BF16_CPU_FLAGS, cpu_bf16_features, cpu_info
+    from sentray.kit.cpu import BF16_CPU_FLAGS, cpu_bf16_features, cpu_info
 
     features = cpu_bf16_features()
     report = {"cpu": cpu_info()["name"], "bf16_features": features,

@@ -54,7 +54,7 @@ def write_inputs(folder: Path, rows: int, files: int, sentences: list[str]) -> N
 
 
 def job_config(input_dir: Path, output: Path, job_args: list[str]):
-    """The job's own config for these flags, resolved as the job resolves it."""
+    """The job's own config for these flags, as the job parses it."""
     from sentray.cli import JOBS
 
     config, _ = JOBS["embed"].parse_config("embed", ["--input", str(input_dir), "--output",
@@ -68,15 +68,18 @@ def encoder_alone(config, rows: int) -> float:
     ranges calibrated as the job calibrates them."""
     import torch
 
+    from sentray.bulk_embedding.actor import EmbedBatch, EmbedSpec
+    from sentray.bulk_embedding.code_book import code_book, sample_records
+    from sentray.bulk_embedding.job import stored_vector
     from sentray.corpus.sources import discover_sources
-    from sentray.embedding.actor import EmbedBatch, EmbedSpec
-    from sentray.embedding.calibration import calibrate, sample_records
-    from sentray.embedding.vectors import SCALAR
+    from sentray.precision.plan import plan_encoder
 
     torch.set_num_threads(1)
     sources = discover_sources(config.corpus)
-    ranges = calibrate(config, sources) if config.vector.output_dtype in SCALAR else None
-    actor = EmbedBatch(EmbedSpec(config.encoder, config.vector, ranges))
+    plan = plan_encoder(config.encoder)
+    vector = stored_vector(config.vector, plan)
+    ranges = code_book(plan, vector, config.corpus, sources, None)
+    actor = EmbedBatch(EmbedSpec(plan, vector, ranges))
     records = sample_records(sources, config.corpus, rows)
     block = config.pool.rows_per_batch
     started = time.perf_counter()
@@ -212,7 +215,7 @@ def main() -> None:
     print_table(results)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        from sentray.encode.precision import cpu_bf16_features, cpu_info
+        from sentray.kit.cpu import cpu_bf16_features, cpu_info
 
         Path(args.out).write_text(json.dumps({
             "cpu": cpu_info()["name"], "cpus": os.cpu_count(),

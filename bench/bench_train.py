@@ -28,7 +28,7 @@ import torch
 from sentray.cli import setup_logging
 from sentray.contrastive.config import TrainConfig, TrainEncoderConfig
 from sentray.contrastive.epoch_order import EpochOrder
-from sentray.contrastive.job import run_training
+from sentray.contrastive.job import plan_run, run_training
 from sentray.contrastive.losses import objective_loss
 from sentray.contrastive.model import build_model, encode_views
 from sentray.contrastive.objectives import objective_views
@@ -54,9 +54,10 @@ def plain_loop(config: TrainConfig, steps: int, threads: int) -> float:
     """The same model, tokenization, loss and optimizer in one process: seconds per step."""
     torch.set_num_threads(threads)
     torch.manual_seed(config.seed)
-    model = build_model(config.encoder, dropout=config.dropout, mlp=config.mlp,
+    config, encoder = plan_run(config)
+    model = build_model(encoder, dropout=config.dropout, mlp=config.mlp,
                         mlp_init=config.mlp_init).train()
-    tokenizer = load_tokenizer(config.encoder.resolved_model)
+    tokenizer = load_tokenizer(encoder.model)
     optimizer = adamw(model, config.lr, config.weight_decay)
     batches = first_batches(config, steps)
     times = []
@@ -94,7 +95,7 @@ def sentence_transformers_mnrl(config: TrainConfig, steps: int, threads: int) ->
     from transformers import TrainerCallback
 
     torch.set_num_threads(threads)
-    model = SentenceTransformer(config.encoder.resolved_model.path, device="cpu")
+    model = SentenceTransformer(plan_run(config)[1].model.path, device="cpu")
     model.max_seq_length = config.encoder.max_length
     texts = [t for b in first_batches(config, steps) for t in b["text"].tolist()]
     data = Dataset.from_dict({"anchor": texts, "positive": texts})
@@ -135,7 +136,8 @@ def main() -> None:
     config = TrainConfig(input=args.input, encoder=TrainEncoderConfig(model=args.model),
                          objective=args.objective, batch_size=args.batch_size,
                          max_steps=args.steps, eval_steps=args.steps, data_dir=args.data_dir,
-                         log_steps=1000).resolved()  # the objective's dropout and lr, the model's pooling
+                         log_steps=1000)
+    config = plan_run(config)[0]  # the objective's dropout and lr, the model's pooling
     print(cpu_line())
     results = {}
     with tempfile.TemporaryDirectory() as output:
@@ -176,7 +178,7 @@ def main() -> None:
 
 
 def cpu_line() -> str:
-    from sentray.encode.precision import cpu_bf16_features, cpu_info
+    from sentray.kit.cpu import cpu_bf16_features, cpu_info
 
     features = cpu_bf16_features()
     return (f"CPU: {cpu_info()['name']}, {os.cpu_count()} CPUs, "

@@ -1,6 +1,6 @@
 """What each stored vector costs: bytes per row and quality against float32 at full dimension,
 for dimensions {full, 256, 128, 64} x dtypes {float32, int8, binary}, with the vectors
-`jobs/embed.py` stores (`sentray.embedding.vectors`: truncated, normalized as the model is,
+`jobs/embed.py` stores (`sentray.bulk_embedding.vectors`: truncated, normalized as the model is,
 quantized; int8 ranges calibrated on the corpus, as the job does).
 
 - STS-B test Spearman x 100 (1,379 pairs): cosine for float32 and for the int8 codes (what an
@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from sentray.embedding import vectors
+from sentray.bulk_embedding import vectors
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.model_info import model_facts
 from sentray.evaluation.senteval import load_sts_benchmark, resolve_data_dir
+from sentray.precision.plan import plan_encoder
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = ROOT.parent / "shared/data/corpus/brown.txt"
@@ -80,8 +80,8 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    encoder = SentenceEncoder(EncoderConfig(model=args.model, device="cpu"))
-    normalize = model_facts(encoder.config.resolved_model).normalize
+    encoder = SentenceEncoder(plan_encoder(EncoderConfig(model=args.model, device="cpu")))
+    normalize = encoder.plan.normalize
     corpus = Path(args.corpus).read_text(encoding="utf-8").split("\n")[:args.sentences]
     dev = load_sts_benchmark(resolve_data_dir(args.data_dir), "test")
     floats = encoder.encode(corpus)  # (N, D) pooled, as the job's actors pool them

@@ -111,7 +111,7 @@ else:
 
 
 def cpu_flags() -> frozenset[str]:
-    from sentray.encode.precision import cpu_info
+    from sentray.kit.cpu import cpu_info
 
     return cpu_info()["flags"]
 
@@ -211,9 +211,11 @@ def sentray_stsb(model: str, precision: str) -> float | None:
         from sentray.encode.config import EncoderConfig
         from sentray.encode.encoder import SentenceEncoder
         from sentray.evaluation.senteval import load_sts_benchmark
+        from sentray.precision.plan import plan_encoder
 
         pairs = load_sts_benchmark(STSB_TEST.parents[2], "test")
-        encoder = SentenceEncoder(EncoderConfig(model=model, device="cpu", precision=precision))
+        encoder = SentenceEncoder(plan_encoder(EncoderConfig(model=model, device="cpu",
+                                                               precision=precision)))
         return spearman_x100(encoder.encode(pairs.first), encoder.encode(pairs.second),
                              pairs.gold)
     except Exception as error:  # noqa: BLE001 - the bench runs on without the figure
@@ -227,10 +229,10 @@ def prepare_int8(model: str) -> float:
     import time
 
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
+    from sentray.precision.plan import plan_encoder
 
     started = time.perf_counter()
-    SentenceEncoder(EncoderConfig(model=model, device="cpu", precision="int8"))
+    plan_encoder(EncoderConfig(model=model, device="cpu", precision="int8"))
     seconds = time.perf_counter() - started
     print(f"sentray int8 model prepared (once, not timed): {seconds:.1f} s")
     return seconds

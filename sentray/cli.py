@@ -14,17 +14,22 @@ A job also takes `--config FILE.yaml`: flat `key: value` lines named like the fl
 (`batch_size: 16` for `--batch-size 16`), read into the default instance that the flags given
 then override. A job writes the configuration it ran with to `OUTPUT/_config.yaml`
 (`sentray.kit.config_files`): the same command with `--config OUTPUT/_config.yaml` repeats the
-run. Parsing ends with the config's `resolved()`: what depends on the model (its own pooling)
-is decided before anything runs.
+run. The config holds what was typed; what depends on the model is decided by the job's plan.
+
+Every command behaves like a Unix tool (`command`): exit status 0 after a job that succeeded,
+its brief result on stdout; non-zero with one `error: ...` line on stderr otherwise (bad input,
+a failed job, an interrupt), the traceback only with --verbose.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic, TypeVar
@@ -34,6 +39,7 @@ from tyro.constructors import ConstructorRegistry, PrimitiveConstructorSpec, Pri
 
 from sentray.kit import config_files
 from sentray.kit.config_files import build_config, flat_fields, is_single_flag, read_config_file
+from sentray.kit.output_folder import OutputFolder
 from sentray.kit.ray_quiet import quiet_libraries
 
 C = TypeVar("C")
@@ -113,15 +119,48 @@ def parse(config_type: type[C], argv: Sequence[str] | None, *, description: str,
         if known.config:
             options = build_config(config_type, read_config_file(config_type, known.config))
             default = _Command(options=options, config=known.config)
-        command = tyro.cli(_Command[config_type], args=rest, prog=prog, default=default,
-                           description=description, registry=REGISTRY,
-                           config=(tyro.conf.OmitArgPrefixes,))
+        with _one_line_errors():
+            command = tyro.cli(_Command[config_type], args=rest, prog=prog, default=default,
+                               description=description, registry=REGISTRY,
+                               config=(tyro.conf.OmitArgPrefixes,))
         config = command.options
-        if hasattr(config, "resolved"):
+        if hasattr(config, "resolved"):  # defaults that depend on other flags (a trainer's)
             config = config.resolved()
-    except (ValueError, OSError) as exc:  # a config's __post_init__ or resolved(): bad values,
-        raise SystemExit(f"error: {exc}") from exc  # a missing or broken model folder
+    except (ValueError, OSError) as exc:  # a config's __post_init__: bad values
+        raise SystemExit(f"error: {exc}") from exc
     return config, command.verbose
+
+
+def _one_line_errors():
+    """While tyro parses: a value the config refuses, a value that does not parse, a choice
+    not offered or a flag not known is said in one `error: ...` line on stderr, exit status 2
+    (tyro would draw a box). Through tyro's parse-error hook where this tyro has it; any other
+    failure keeps tyro's own report."""
+    hooks = getattr(getattr(tyro, "_errors", None), "on_parse_error", None)
+    if hooks is None:
+        return contextlib.nullcontext()
+
+    def one_line(event) -> None:
+        kind = type(event).__name__
+        lowered = getattr(getattr(event, "argument", None), "lowered", None)
+        flag = ", ".join(getattr(lowered, "name_or_flags", None) or ()) or "a value"
+        message = str(getattr(event, "message", ""))
+        line = {
+            # a value that does not parse is not named by its message: the flag is said
+            "InstantiationFailure": lambda: message if flag == "a value" or flag.lstrip("-")
+            .replace("-", "_") in message else f"{flag}: {message}",
+            "BadValue": lambda: f"{flag}: {getattr(event, 'reason', 'not a valid value')}",
+            "InvalidChoice": lambda: f"{flag} must be one of "
+                                     f"{', '.join(map(str, getattr(event, 'choices', ())))}, "
+                                     f"got {getattr(event, 'value', '')!r}",
+            "UnrecognizedArgs": lambda: "unrecognized arguments: "
+                                        + " ".join(getattr(event, "tokens", ())),
+        }.get(kind)
+        if line is not None and (text := " ".join(str(line()).split())):
+            print(f"error: {text}", file=sys.stderr)
+            raise SystemExit(2)
+
+    return hooks(one_line)
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -167,15 +206,15 @@ class Job:
         except (FileNotFoundError, ValueError, StorageError) as exc:
             raise SystemExit(f"error: {exc}") from exc
         if self.brief:
-            print(json.dumps({key: result[key] for key in self.brief}))
+            print(json.dumps({key: result[key] for key in self.brief}), flush=True)
         return result
 
 
 JOBS: dict[str, Job] = {
     "embed": Job(
-        "sentray.embedding.config:EmbedConfig", "sentray.embedding.job:run_embedding",
+        "sentray.bulk_embedding.config:EmbedConfig", "sentray.bulk_embedding.job:run_embedding",
         ("sources", "rows_in", "rows_out", "status", "rows_not_encoded", "seconds"),
-        """Embed a corpus with a sentence encoder on Ray Data and write Parquet.
+        f"""Embed a corpus with a sentence encoder on Ray Data and write Parquet.
 
     python jobs/embed.py                                   # bundled sample, packaged model, local Ray
     python jobs/embed.py --input s3://bucket/corpus/ --output s3://bucket/emb/ \\
@@ -183,13 +222,13 @@ JOBS: dict[str, Job] = {
 
 Input: text files (one sentence per line) or Parquet, a file or a folder, local or s3://.
 Output: OUTPUT/<file key>/part-*.parquet with id, embedding, status, source, row; and
-OUTPUT/_summary.json. Every input row is in the output exactly once; rerunning into the same
-output skips the input files already done."""),
+OUTPUT/{OutputFolder.SUMMARY}. Every input row is in the output exactly once; rerunning into
+the same output skips the input files already done."""),
     "augment": Job(
         "sentray.sifter.config:AugmentConfig", "sentray.sifter.job:run_augmentation",
         ("sources", "rows_in", "rows_out", "rows_rejected", "rejected_by_reason",
          "backbone_source", "sentences_per_second", "seconds"),
-        """SIFTER augmentation on Ray Data: for every sentence X, Y (X + its backbone) and Z (X without
+        f"""SIFTER augmentation on Ray Data: for every sentence X, Y (X + its backbone) and Z (X without
 articles, conjunctions and pronouns), with the paper's corpus filter.
 
     python jobs/augment.py                                  # bundled sample, local Ray
@@ -199,8 +238,8 @@ articles, conjunctions and pronouns), with the paper's corpus filter.
 
 Output: OUTPUT/<file key>/part-*.parquet with id, text (X), backbone_text (Y), pruned_text (Z),
 subject, relation, object, backbone_source (openie | dependency | none), source, row; rejected
-rows with their reject_reason in REJECTS (default OUTPUT-rejects); OUTPUT/_summary.json. Every
-input row is in exactly one of the two."""),
+rows with their reject_reason in REJECTS (default OUTPUT-rejects); OUTPUT/{OutputFolder.SUMMARY}.
+Every input row is in exactly one of the two."""),
     "train": Job(
         "sentray.contrastive.config:TrainConfig", "sentray.contrastive.job:run_training",
         ("rows", "steps", "initial_stsb_dev", "best_step", "best_stsb_dev", "exported",
@@ -233,9 +272,9 @@ SIFTER forces the input gate to 1 on sentiment words: VADER lexicon entries with
     "index": Job(
         "sentray.index.config:IndexConfig", "sentray.index.job:run_index",
         ("table", "rows_added", "rows_without_vector", "rows", "index", "seconds"),
-        """Index an embedding output: a LanceDB table of its rows with an ANN index, for `sentray search`.
+        f"""Index an embedding output: a LanceDB table of its rows with an ANN index, for `sentray search`.
 
-    python jobs/index.py out/embeddings                     # -> out/embeddings/_index.lance
+    python jobs/index.py out/embeddings              # -> out/embeddings/{OutputFolder.INDEX_TABLE}
     python jobs/index.py out/embeddings --text-from corpus.txt --index-uri s3://bucket/t.lance
 
 Every row with a vector goes into the table once (rows without one are counted, left out);
@@ -243,11 +282,11 @@ rerun after the embedding job added input files and only their rows are added; a
 rolled back to its last recorded commit and redone. A table of another embedding is refused."""),
     "search": Job(
         "sentray.index.config:SearchConfig", "sentray.index.search:run_search", (),
-        """Search an index with queries embedded as its rows were (the model, pooling, Ditto head,
+        f"""Search an index with queries embedded as its rows were (the model, pooling, Ditto head,
 --truncate-dim, precision and normalization the table records).
 
     python jobs/search.py out/embeddings --query "a dog in the park" -k 5
-    python jobs/search.py out/embeddings/_index.lance --queries questions.txt --json"""),
+    python jobs/search.py out/embeddings/{OutputFolder.INDEX_TABLE} --queries questions.txt --json"""),
     "evaluate": Job(
         "sentray.evaluation.config:EvaluateConfig", "sentray.evaluation.job:run_evaluation",
         (),
@@ -260,13 +299,32 @@ rolled back to its last recorded commit and redone. A table of another embedding
 
 
 def job_entry_points(name: str) -> tuple[Callable, Callable]:
-    """(parse_config, main) of job `name`, for jobs/<name>.py."""
+    """(parse_config, main) of job `name`, for jobs/<name>.py: `main(argv)` returns the job's
+    result (for Python callers); the script itself runs `command(name)`."""
     job = JOBS[name]
     return (lambda argv=None: job.parse_config(name, argv),
             lambda argv=None: job.main(name, argv))
 
 
-def main(argv: Sequence[str] | None = None) -> Any:
+def command(name: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    """Job `name` run as a command: 0 after it succeeded; 1 with one `error: ...` line on
+    stderr after an unexpected failure (its traceback too with --verbose), 130 after Ctrl-C;
+    bad input exits 2 from `Job.main` with its own `error: ...` line."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        JOBS[name].main(name, argv, prog)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 (a command ends with one line, not a traceback)
+        if "-v" in argv or "--verbose" in argv:
+            traceback.print_exc()
+        print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     """The `sentray` console script: `sentray <job> [flags]`, `sentray <job> --help`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in JOBS:
@@ -274,5 +332,5 @@ def main(argv: Sequence[str] | None = None) -> Any:
                  for name, job in JOBS.items()]
         print("usage: sentray <job> [flags]   (sentray <job> --help lists the job's flags)\n\n"
               "jobs:\n" + "\n".join(lines))
-        raise SystemExit(0 if argv and argv[0] in ("-h", "--help") else 2)
-    return JOBS[argv[0]].main(argv[0], argv[1:], prog=f"sentray {argv[0]}")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return command(argv[0], argv[1:], prog=f"sentray {argv[0]}")

@@ -54,6 +54,19 @@ def load_job(name: str):
     return module
 
 
+def encoder_of(config=None, *, model=None, tokenizer=None, **plan_flags):
+    """`SentenceEncoder(plan_encoder(config))`, what every job builds (`config`: an
+    `EncoderConfig`, default its defaults; `model`/`tokenizer`: a tiny one handed in, planned
+    and built as it is; `plan_flags`: plan_encoder's rows, where, kept)."""
+    from sentray.encode.config import EncoderConfig
+    from sentray.encode.encoder import SentenceEncoder
+    from sentray.precision.plan import plan_encoder
+
+    plan = plan_encoder(config or EncoderConfig(), module=model, tokenizer=tokenizer,
+                        **plan_flags)
+    return SentenceEncoder(plan, model=model, tokenizer=tokenizer)
+
+
 def config_of(kind: type, **flags):
     """A job's config from its flags as the command line names them, nested groups flattened
     (`config_of(TrainConfig, model=..., workers=2, eval_batch_size=8)`); an unknown flag fails."""

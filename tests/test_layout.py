@@ -171,3 +171,30 @@ def test_no_product_module_imports_the_test_machinery():
              if not name.startswith("sentray.testing") for imported in imports_of(path)
              if imported == "sentray.testing" or imported.startswith("sentray.testing.")]
     assert users == []
+
+
+def _string_constants(path: Path) -> list[str]:
+    """The string literals of a module, its docstrings left out (they describe, for readers)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                       ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_only_the_output_folder_names_the_files_of_an_output():
+    """One owner of the output folder's layout (`sentray.kit.output_folder.OutputFolder`):
+    no other module spells one of its file names, so a reader and a writer can never
+    disagree on one."""
+    from sentray.kit.output_folder import OutputFolder
+
+    names = {value for key, value in vars(OutputFolder).items()
+             if key.isupper() and isinstance(value, str)}
+    assert {"_settings.json", "_summary.json", "_quantization.json"} <= names
+    owner = PACKAGE / "kit" / "output_folder.py"
+    spelled = [f"{name}: {text!r}" for name, path in MODULES.items() if path != owner
+               for text in _string_constants(path) if any(n in text for n in names)]
+    assert spelled == [], "\n".join(spelled)

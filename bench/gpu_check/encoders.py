@@ -21,14 +21,15 @@ class Encoders:
     def get(self, pooling: str, ditto_impl: str, precision: str):
         from sentray.encode.config import EncoderConfig
         from sentray.encode.encoder import SentenceEncoder
+        from sentray.precision.plan import plan_encoder
 
         key = (pooling, ditto_impl, precision)
         if key not in self.cache:
             ditto = pooling == "ditto"
-            self.cache[key] = SentenceEncoder(EncoderConfig(
+            self.cache[key] = SentenceEncoder(plan_encoder(EncoderConfig(
                 model=self.args.model, pooling=pooling, head=self.args.head if ditto else None,
                 device=self.device, precision=precision, batch_size=self.args.batch_size,
-                ditto_impl=ditto_impl))
+                ditto_impl=ditto_impl)))
         return self.cache[key]
 
     def clear(self) -> None:

@@ -5,6 +5,6 @@ encoder + SimCSE's MLP), the input and each epoch's seeded order (`input_data`, 
 the optimizer step (`optimizer`), checkpoints and the export (`checkpoints`), each worker's loop
 (`loop`) and the driver (`job`).
 
-May import: sentray.kit, sentray.encode, sentray.evaluation, sentray.training,
-sentray.sifter.positives.
+May import: sentray.kit, sentray.encode, sentray.precision, sentray.evaluation,
+sentray.training, sentray.sifter.positives.
 """

@@ -16,8 +16,7 @@ from sentray.contrastive.model import ContrastiveModel
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
 from sentray.encode.export import save_model_directory
-from sentray.encode.model_info import model_facts
-from sentray.encode.model_loading import load_tokenizer, resolve_model
+from sentray.encode.plan import EncoderPlan, model_plan
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
@@ -73,7 +72,7 @@ def finished_checkpoints(run_folder: storage.Location, total_steps: int):
 
 
 def export_checkpoint(checkpoint, output: storage.Location, config: TrainConfig,
-                      record: dict) -> dict:
+                      encoder: EncoderPlan, record: dict) -> dict:
     """The checkpoint's encoder, without the training MLP, as OUTPUT/best (Hugging Face model
     folder + tokenizer + sentray.json naming the pooling) and OUTPUT/best-st (the same as a
     sentence-transformers folder, for every pooling: `sentray.encode.export`). The encoding
@@ -82,15 +81,13 @@ def export_checkpoint(checkpoint, output: storage.Location, config: TrainConfig,
              "step": record["step"], "stsb_dev": record["stsb_dev"]}
     exported = {}
     with checkpoint.as_directory() as folder, tempfile.TemporaryDirectory() as staging:
-        trained = resolve_model(str(Path(folder) / Checkpointing.MODEL))  # a model of its own
-        tokenizer = load_tokenizer(trained)
-        encoder = SentenceEncoder(EncoderConfig(
-            model=trained.name, resolved_model=trained, pooling=config.encoder.pooling,
-            head=config.encoder.head, device="cpu",
-            max_length=model_facts(config.encoder.resolved_model).max_length),
-            tokenizer=tokenizer)
+        # the checkpoint's model, a folder of its own, read out as the run's at the initial
+        # model's length
+        trained = SentenceEncoder(model_plan(EncoderConfig(
+            model=str(Path(folder) / Checkpointing.MODEL), pooling=encoder.pooling,
+            head=encoder.head, max_length=encoder.model_max_length, device="cpu")))
         for name, st_files in (("best", False), ("best-st", True)):
-            save_model_directory(encoder, Path(staging) / name, extra=extra,
+            save_model_directory(trained, Path(staging) / name, extra=extra,
                                  sentence_transformers=st_files)
             _replace_folder(Path(staging) / name, output.join(name))
             exported[name] = output.join(name).uri

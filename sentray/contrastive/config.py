@@ -1,6 +1,6 @@
 """`TrainConfig`: one SIFTER-SimCSE or unsupervised SimCSE training run, validated on
-construction (before any cluster resource is requested); `resolved()` decides what depends on
-the model (its read-out) and the run's name."""
+construction (before any cluster resource is requested); `resolved()` takes the objective's
+paper settings and the run's name, `repeating(plan)` the read-out the encoder's plan decided."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from sentray.contrastive.objectives import (
     objective_views,
 )
 from sentray.encode.config import DittoImpl, EncoderConfig, Precision
-from sentray.encode.model_info import model_facts
+from sentray.encode.plan import EncoderPlan
 from sentray.kit.validation import check_at_least, check_choices
 from sentray.training.cluster import ClusterConfig
 
@@ -135,32 +135,29 @@ class TrainConfig:
             raise ValueError(f"run name must be a non-empty folder name, got {self.name!r}")
 
     def resolved(self) -> TrainConfig:
-        """This config with the objective's paper settings, the read-out and the run name
-        decided: dropout and lr, when not given, are the objective's paper's
-        (`PAPER_SETTINGS`: SIFTER 0.15 and 1e-5, SimCSE 0.1 and 3e-5); pooling and mlp, when not
-        given, are the model's own read-out without an MLP (training a new read-out on a
-        sentence model trained for another throws its training away), else [CLS] + the
-        train-time MLP (SimCSE's and the paper's setting for a raw encoder); a Ditto pooling
-        without a head takes the model's known one (ValueError without one: the encoder's own
-        rule, `EncoderConfig.resolved`); the name defaults to the objective."""
-        # the model looked up once, here, and checked: a broken folder fails before any worker
-        encoder = self.encoder.located()
-        facts = model_facts(encoder.resolved_model)
-        own = facts.pooling  # canonical, or None: the model declares no read-out
-        if encoder.pooling is None:
-            encoder = dataclasses.replace(
-                encoder, pooling=own or "cls_before_pooler",
-                head=encoder.head or (facts.head if own else None))
-        mlp = self.mlp if self.mlp is not None else not (own is not None
-                                                         and own == encoder.pooling)
+        """This config with the objective's paper settings and the run's name: dropout and lr,
+        when not given, are the objective's paper's (`PAPER_SETTINGS`: SIFTER 0.15 and 1e-5,
+        SimCSE 0.1 and 3e-5); the CPUs per worker (`default_cpus`); the name defaults to the
+        objective. What depends on the model is the plan's (`repeating`)."""
         paper = PAPER_SETTINGS[self.objective]
         cluster = self.cluster
         if cluster.cpus_per_worker is None:
             cluster = dataclasses.replace(cluster, cpus_per_worker=default_cpus(cluster))
         return dataclasses.replace(
-            self, encoder=encoder.resolved(), mlp=mlp, cluster=cluster,
+            self, cluster=cluster,
             dropout=paper.dropout if self.dropout is None else self.dropout,
             lr=paper.lr if self.lr is None else self.lr, name=self.name or self.objective)
+
+    def repeating(self, plan: EncoderPlan) -> TrainConfig:
+        """The flags that repeat this run, as its records keep them: the read-out the encoder's
+        plan decided (the one asked for, else the model's own, else [CLS]: `plan_encoder` with
+        the trainer's default) and the MLP, when not given, on unless the pooling is the
+        model's own read-out (training a new read-out on a sentence model trained for another
+        throws its training away; [CLS] + MLP is SimCSE's and the paper's setting for a raw
+        encoder)."""
+        mlp = self.mlp if self.mlp is not None else plan.pooling != plan.own_pooling
+        return dataclasses.replace(self, mlp=mlp, encoder=dataclasses.replace(
+            self.encoder, pooling=plan.pooling, head=plan.head))
 
     @property
     def views(self) -> int:

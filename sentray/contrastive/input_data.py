@@ -17,8 +17,10 @@ from sentray.contrastive.epoch_order import EpochOrder
 from sentray.contrastive.objectives import VIEW_COLUMNS
 from sentray.contrastive.view_tokens import backbone_coverage
 from sentray.encode.model_loading import load_tokenizer
+from sentray.encode.plan import EncoderPlan
 from sentray.kit import storage
-from sentray.kit.settings_record import SETTINGS_FILE, read_settings
+from sentray.kit.output_folder import OutputFolder
+from sentray.kit.settings_record import read_settings
 from sentray.training.plan import StepPlan
 
 SORT_ROWS = 200_000  # rows per partition of the epoch shuffle's sort
@@ -65,12 +67,12 @@ def input_settings(config: TrainConfig) -> dict:
     null, so a record always says which."""
     settings = read_settings(storage.locate(config.input, config.s3_endpoint))
     if settings is None:
-        return {"unknown": f"the input {config.input!r} holds no {SETTINGS_FILE}: it was made "
-                           "before jobs/augment.py recorded its settings, or not by it"}
+        return {"unknown": f"the input {config.input!r} holds no {OutputFolder.SETTINGS}: it "
+                           "was made before jobs/augment.py recorded its settings, or not by it"}
     return settings
 
 
-def input_backbone_coverage(config: TrainConfig) -> dict | None:
+def input_backbone_coverage(config: TrainConfig, encoder: EncoderPlan) -> dict | None:
     """For SIFTER: the share of rows whose Y keeps its whole backbone at the training length
     (the Y views of training are tokenized the same way), over the whole input up to
     COVERAGE_ROWS rows and over a seeded sample of COVERAGE_ROWS rows beyond: the driver
@@ -87,7 +89,7 @@ def input_backbone_coverage(config: TrainConfig) -> dict | None:
     if total > COVERAGE_ROWS:  # rows in input order, a seeded choice: the same on every run
         table = table.take(np.sort(np.random.default_rng(0).choice(total, COVERAGE_ROWS,
                                                                    replace=False)))
-    coverage = backbone_coverage(load_tokenizer(config.encoder.resolved_model),
+    coverage = backbone_coverage(load_tokenizer(encoder.model),
                                  table.column("text").to_pylist(),
                                  table.column("backbone_text").to_pylist(), config.encoder.max_length)
     return {**coverage, "input_rows": total}

@@ -27,10 +27,11 @@ from sentray.contrastive.input_data import (
     inspect_input,
 )
 from sentray.contrastive.loop import LoopConfig, train_loop_per_worker
-from sentray.encode.model_info import model_facts
+from sentray.encode.plan import EncoderPlan
 from sentray.evaluation import senteval
 from sentray.kit import config_files, storage
 from sentray.kit.settings_record import differences, mixing_error, read_settings, write_settings
+from sentray.precision.plan import Where, plan_encoder
 from sentray.training import ray_train
 from sentray.training.plan import StepPlan
 
@@ -41,14 +42,13 @@ def run_training(config: TrainConfig) -> dict:
     """Train, export OUTPUT/best (HF) and OUTPUT/best-st (sentence-transformers) from the best
     checkpoint by STS-B dev; returns the summary (also OUTPUT/summary.json)."""
     started = time.perf_counter()
-    config = config.resolved()
+    config, encoder = plan_run(config)
     logger.info("training config: %s", json.dumps(config_files.flat_record(config)))
     data_dir = senteval.resolve_data_dir(config.data_dir)  # fail before any cluster work
     dev = senteval.load_sts_benchmark(data_dir, "dev")
-    model_facts(config.encoder.resolved_model).read_all()  # an unknown model fails here
     plan = inspect_input(config)
     schedule = _log_plan(config, plan)
-    coverage = input_backbone_coverage(config)
+    coverage = input_backbone_coverage(config, encoder)
     if coverage is not None:
         sampled = (f" (a seeded sample of {coverage['rows']:,} of the {coverage['input_rows']:,}"
                    " input rows)" if coverage["rows"] < coverage["input_rows"] else "")
@@ -57,14 +57,14 @@ def run_training(config: TrainConfig) -> dict:
                     coverage["rows_with_backbone"], sampled)
     output = storage.locate(config.output, config.s3_endpoint)
     run_folder = output.join(config.name)
-    _claim_run_folder(config, output, run_folder)
+    _claim_run_folder(config, encoder, output, run_folder)
     finished = finished_checkpoints(run_folder, plan.total_steps)
     if finished:
         logger.info("run %s already trained its %d steps: exported again, no worker started",
                     run_folder.uri, plan.total_steps)
         best, latest = finished
     else:
-        best, latest = _fit(config, plan, dev, output, run_folder)
+        best, latest = _fit(config, plan, encoder, dev, output, run_folder)
     with latest.as_directory() as folder:
         state = json.loads((Path(folder) / "state.json").read_text())
     history, initial = state["history"], state.get("initial_stsb_dev")
@@ -82,13 +82,24 @@ def run_training(config: TrainConfig) -> dict:
                "input_settings": input_settings(config),
                "initial_stsb_dev": initial,
                "best_step": best_record["step"], "best_stsb_dev": best_record["stsb_dev"],
-               "exported": export_checkpoint(best, output, config, best_record),
+               "exported": export_checkpoint(best, output, config, encoder, best_record),
                "history": history, "seconds": round(time.perf_counter() - started, 1),
                "config": config_files.flat_record(config)}
     storage.write_bytes(output.join("summary.json"), json.dumps(summary, indent=1).encode())
     config_files.write_config(config, config.output, job="train",
                               s3_endpoint=config.s3_endpoint)
     return summary
+
+
+def plan_run(config: TrainConfig) -> tuple[TrainConfig, EncoderPlan]:
+    """(the config as the run repeats it, the plan of the encoder it trains): the objective's
+    paper settings (`resolved`), then the model looked up and its facts read once, here (a
+    broken folder fails before any worker), the read-out decided (the trainer's default:
+    [CLS]); training's precisions are fixed (fp32, bf16, fp16): nothing is measured."""
+    config = config.resolved()
+    encoder = plan_encoder(config.encoder, default_pooling="cls_before_pooler", where=Where(
+        cpus=config.cluster.cpus_per_worker, gpus=1.0 if config.cluster.use_gpu else 0.0))
+    return config.repeating(encoder), encoder
 
 
 # What a trained model depends on: a rerun into the same --output/--name that changes any of
@@ -99,21 +110,21 @@ MODEL_SETTINGS = ("model", "objective", "pooling", "head", "mlp", "dropout", "te
                   "max_grad_norm", "seed", "input", "precision")
 
 
-def train_settings(config: TrainConfig) -> dict:
+def train_settings(config: TrainConfig, encoder: EncoderPlan) -> dict:
     record = config_files.flat_record(config)
     settings = {key: record[key] for key in MODEL_SETTINGS}
     settings["lambdas"] = config.lambdas.spec()
-    settings["model_files"] = config.encoder.resolved_model.fingerprint
+    settings["model_files"] = encoder.model.fingerprint
     if config.mlp:  # only a run with the MLP depends on its initial weights
         settings["mlp_init"] = config.mlp_init
     return settings
 
 
-def _claim_run_folder(config: TrainConfig, output: storage.Location,
+def _claim_run_folder(config: TrainConfig, encoder: EncoderPlan, output: storage.Location,
                       run_folder: storage.Location) -> None:
     """--overwrite: delete the run's folder and the exports; else stop when the run folder
     holds a run made with other settings. Then record this run's."""
-    settings = train_settings(config)
+    settings = train_settings(config, encoder)
     if config.overwrite:
         for folder in (run_folder, output.join("best"), output.join("best-st")):
             if storage.exists(folder):
@@ -147,14 +158,14 @@ def _log_plan(config: TrainConfig, plan: StepPlan) -> dict:
     return schedule
 
 
-def _fit(config: TrainConfig, plan: StepPlan, dev, output: storage.Location,
-         run_folder: storage.Location):
+def _fit(config: TrainConfig, plan: StepPlan, encoder: EncoderPlan, dev,
+         output: storage.Location, run_folder: storage.Location):
     """Ray Train's fit of `train_loop_per_worker` (resuming the run when `run_folder` holds
     one); returns its (best by STS-B dev, latest) checkpoints."""
     marker = (_absolute(run_folder.join(f"fault-drill-{config.fail_at_step}"))
               if config.fail_at_step else None)
     result = ray_train.fit(
-        train_loop_per_worker, lambda: LoopConfig(config, plan, dev, marker), config.cluster,
+        train_loop_per_worker, lambda: LoopConfig(config, plan, dev, encoder, marker), config.cluster,
         name=config.name, storage_path=_absolute(output),
         storage_filesystem=output.filesystem if output.is_s3 else None,
         # Every worker reads the whole epoch in order and keeps its slice of each batch.

@@ -38,6 +38,7 @@ from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.contrastive.view_tokens import tokenize_batch
 from sentray.encode.encoder import SentenceEncoder
 from sentray.encode.model_loading import load_tokenizer, resolve_model
+from sentray.encode.plan import EncoderPlan
 from sentray.evaluation import sts
 from sentray.evaluation.senteval import PairSet
 from sentray.kit import storage
@@ -52,9 +53,10 @@ logger = logging.getLogger(__name__)
 class LoopConfig:
     """What every worker of a run is handed with the loop."""
 
-    config: TrainConfig  # resolved
+    config: TrainConfig  # resolved, as the run repeats
     plan: StepPlan
     dev: PairSet  # STS-B dev, scored on rank 0
+    encoder: EncoderPlan  # the model, read-out and length the run trains (`plan_encoder`)
     fault_marker: str | None = None  # the fault drill's once-only marker file (fail_at_step)
 
 
@@ -117,7 +119,7 @@ class WorkerRun:
                                                            config.cluster.cpus_per_worker)
         self.local_batch = config.local_batch_size
         self.rows = slice(self.rank * self.local_batch, (self.rank + 1) * self.local_batch)
-        self.tokenizer = load_tokenizer(config.encoder.resolved_model)
+        self.tokenizer = load_tokenizer(loop.encoder.model)
         restored = self._build(ray.train.get_checkpoint())
         self.history = EvalHistory.restore("stsb_dev", restored.get("history", []))
         self.step, self.initial = restored.get("step", 0), restored.get("initial_stsb_dev")
@@ -125,7 +127,8 @@ class WorkerRun:
         if self.rank == 0:
             self.evaluator = SentenceEncoder(
                 # the run's encoder as evaluate scores it: fp32, at the model's own length
-                dataclasses.replace(config.encoder, max_length=None, precision="fp32",
+                dataclasses.replace(loop.encoder.running("fp32", why="STS-B dev"),
+                                    max_length=loop.encoder.model_max_length,
                                     device=str(self.device)),
                 model=self.bare.encoder, tokenizer=self.tokenizer)
             if restored:
@@ -144,7 +147,7 @@ class WorkerRun:
         with checkpoint.as_directory() if checkpoint else contextlib.nullcontext() as folder:
             torch.manual_seed(config.seed)  # the MLP starts the same on every run
             model = build_model(  # a checkpoint: a model of its own
-                config.encoder, dropout=config.dropout, mlp=config.mlp, mlp_init=config.mlp_init,
+                self.loop.encoder, dropout=config.dropout, mlp=config.mlp, mlp_init=config.mlp_init,
                 encoder_source=resolve_model(str(Path(folder) / Checkpointing.MODEL))
                 if folder else None)
             if folder:
@@ -181,7 +184,7 @@ class WorkerRun:
     def _measure_bf16(self) -> float:
         """bf16 autocast against fp32 on this CPU: one forward-backward pass of the model on a
         batch of 16 x 32 random tokens (`sentray.training.autocast_check`)."""
-        from sentray.encode.precision import cpu_info
+        from sentray.kit.cpu import cpu_info
         from sentray.training.autocast_check import check_cpu_bf16
 
         generator = torch.Generator().manual_seed(0)

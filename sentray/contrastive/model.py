@@ -9,8 +9,9 @@ from torch import nn
 
 from sentray.contrastive.config import MlpInit
 from sentray.contrastive.view_tokens import ViewGroup
-from sentray.encode.config import DittoImpl, EncoderConfig
+from sentray.encode.config import DittoImpl
 from sentray.encode.model_loading import ResolvedModel
+from sentray.encode.plan import EncoderPlan
 from sentray.encode.pooled_model import PooledEncoder
 
 # poolings that leave encoder layers out of the loss (DDP must be told)
@@ -70,14 +71,13 @@ def encode_views(model: nn.Module, groups: list[ViewGroup], views: tuple[str, ..
     return [by_view[v] for v in views]
 
 
-def build_model(encoder: EncoderConfig, *, dropout: float | None, mlp: bool,
+def build_model(plan: EncoderPlan, *, dropout: float | None, mlp: bool,
                 mlp_init: MlpInit = "simcse", encoder_source: ResolvedModel | None = None
                 ) -> ContrastiveModel:
-    """The model a run trains: the encoder of `encoder` (a resolved config: its model, pooling,
-    head and Ditto path), its weights loaded from `encoder_source` (a checkpoint's model
-    folder) or the encoder's model, with the training `dropout`, and the train-time MLP."""
-    pooled = PooledEncoder.load(encoder_source or encoder.resolved_model, encoder.pooling,
-                                head=encoder.head, ditto_impl=encoder.ditto_impl,
-                                dropout=dropout)
-    return ContrastiveModel(pooled.model, encoder.pooling, head=encoder.head, mlp=mlp,
-                            mlp_init=mlp_init, ditto_impl=encoder.ditto_impl)
+    """The model a run trains: the encoder of `plan` (its model, pooling, head and Ditto
+    path), its weights loaded from `encoder_source` (a checkpoint's model folder) or the plan's
+    model, with the training `dropout`, and the train-time MLP."""
+    pooled = PooledEncoder.load(encoder_source or plan.model, plan.pooling, head=plan.head,
+                                ditto_impl=plan.ditto_impl, dropout=dropout)
+    return ContrastiveModel(pooled.model, plan.pooling, head=plan.head, mlp=mlp,
+                            mlp_init=mlp_init, ditto_impl=plan.ditto_impl)

@@ -5,8 +5,8 @@ files every job writes and the accounting that proves each input row came out on
 (`source_runs`: the resume plan), the merge of finished parts into large files (`compaction`),
 the folder's settings record, run claims and run records (`output_records`), rows-written
 progress (`row_progress`). The actors: the pool, its size, the rows of each actor call and the
-moments each actor reports (`actor_pool`), and the two ways of running blocks, a Ray actor pool
-or the job's own process, side by side (`running`). The job: its interface and the one driver
+moments each actor reports (`actor_pool`), and where the blocks execute, a Ray actor pool or
+the job's own process, side by side (`execution`). The job: its interface and the one driver
 of every corpus job (`corpus_job`: discover, skip what is done, run the blocks, account for
 every row, summarize).
 

@@ -17,7 +17,7 @@ moments (its process start, Ray ready, the first part written) in the summary's
 `timings.since_launch`:
 
     ray_ready       the cluster answers (None: the rows ran in the job's own process,
-                    sentray.corpus.running)
+                    sentray.corpus.execution)
     actor_process   the first actor's process started (Ray's worker)
     actor_ready     the first actor constructed: its imports done and its model loaded
     first_row       the first actor's first forward pass returned: the first rows embedded
@@ -225,7 +225,7 @@ def earliest(moments: list[dict | None]) -> dict:
 
 def since_launch(ray_ready: float | None, first_part: float | None, actors: dict) -> dict:
     """The job's moments (Unix times) as seconds since its process started (ray_ready None:
-    the rows ran in the job's own process, `sentray.corpus.running`)."""
+    the rows ran in the job's own process, `sentray.corpus.execution`)."""
     launched = process_started()
     absolute = {"ray_ready": ray_ready, **actors, "first_part": first_part}
     return {name: (round(absolute[name] - launched, 2)

@@ -3,7 +3,7 @@
 row-accounted parts (part_files). `run_corpus_job` is the one driver of the corpus jobs (embed,
 augment): take the input files the job found and checked, skip the files already done
 (`source_runs.pending_sources`), write the empty ones, run the actor pool (or, for a small
-input, this process: `running`) over the rest, account for every row and write
+input, this process: `execution`) over the rest, account for every row and write
 OUTPUT/_summary.json and OUTPUT/_config.yaml (`output_records`). A job (`CorpusJob`) says only
 what differs: its actor, its output folders and their routing, its summary.
 """
@@ -21,7 +21,7 @@ from typing import ClassVar, Protocol
 
 import pyarrow as pa
 
-from sentray.corpus import actor_pool, output_records, part_files, running
+from sentray.corpus import actor_pool, execution, output_records, part_files
 from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
 from sentray.corpus.compaction import compact, needs_compaction
 from sentray.corpus.row_progress import RowProgress
@@ -100,7 +100,7 @@ def run_corpus_job(job: CorpusJob) -> dict:
     try:
         return _run_corpus_job(job)
     except Exception as exc:
-        running.release_frames(exc)
+        execution.release_frames(exc)
         failure = storage.describe_failure(exc, ", ".join(job.folders))
         if failure is None:
             raise
@@ -172,13 +172,13 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
                   and (todo or needs_compaction(folders[0], sources, job.rows_per_file)))
     if not todo and not compacting:
         return None
-    local = running.in_process_chosen(job.config.pool, sum(p.rows for p in todo))
-    session = contextlib.nullcontext(None) if local else running.ray_session(job.config.pool)
+    local = execution.in_process_chosen(job.config.pool, sum(p.rows for p in todo))
+    session = contextlib.nullcontext(None) if local else execution.ray_session(job.config.pool)
     with session as ray_seconds:
         timings, ray_ready = {"ray_start": ray_seconds}, None if local else time.time()
         if todo:
             with RowProgress(folders, [p.source for p in todo]):
-                run_rows = running.run_in_process if local else running.run_actor_pool
+                run_rows = execution.run_in_process if local else execution.run_actor_pool
                 timings.update(run_rows(todo, job.config.corpus, job.actor(), job.route(folders),
                                         job.config.pool))
             timings["since_launch"] = actor_pool.since_launch(

@@ -20,7 +20,6 @@ a rerun never mixes two configurations, and every run that did work is on record
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import posixpath
@@ -34,26 +33,14 @@ import pyarrow.fs as pafs
 
 from sentray.corpus import part_files
 from sentray.kit import storage
+from sentray.kit.output_folder import OutputFolder
 from sentray.kit.repeating import Repeating
-from sentray.kit.settings_record import (
-    SETTINGS_FILE,
-    differences,
-    mixing_error,
-    read_json,
-    read_settings,
-    settings_digest,
-    write_json,
-)
+from sentray.kit.settings_record import differences, mixing_error, read_settings, settings_digest
 
 logger = logging.getLogger(__name__)
 
-RUNS_FOLDER = "_runs"
-SUMMARY_FILE = "_summary.json"
 HEARTBEAT_S = 10.0
 STALE_S = 60.0
-# What a job writes at the top of its output besides the source folders.
-JOB_FILES = (SUMMARY_FILE, "_config.yaml", SETTINGS_FILE, "_quantization.json",
-             "_int8_model.onnx", "_int8_model.json")
 
 
 def holds_rows(folder: storage.Location) -> bool:
@@ -63,14 +50,12 @@ def holds_rows(folder: storage.Location) -> bool:
                for info in storage.entries(folder, recursive=True))
 
 
-def check_settings(folders: Sequence[storage.Location], settings: dict,
-                   ignore: tuple[str, ...] = ()) -> None:
-    """ValueError when the output already holds rows made with other settings (those named in
-    `ignore` not compared: a check made before they are known)."""
+def check_settings(folders: Sequence[storage.Location], settings: dict) -> None:
+    """ValueError when the output already holds rows made with other settings."""
     stored = read_settings(folders[0])
     if stored is None or not any(holds_rows(folder) for folder in folders):
         return
-    changed = differences(stored, settings, ignore)
+    changed = differences(stored, settings)
     if changed:
         raise mixing_error(folders[0].uri, changed,
                            "Rerun with the stored settings, write to another output, or add "
@@ -79,7 +64,7 @@ def check_settings(folders: Sequence[storage.Location], settings: dict,
 
 def remove_job_files(folders: Sequence[storage.Location]) -> int:
     """--overwrite: delete what a corpus job writes in `folders` (part files, the files in
-    JOB_FILES), and folders left empty by that; nothing else. The run claims are kept: the
+    `OutputFolder.JOB_FILES`), and folders left empty by that; nothing else. The run claims are kept: the
     overwriting run deletes under its own claim, which must stay for others to see (a dead
     run's claim is reported and taken over as in any run). Returns the files deleted."""
     deleted = 0
@@ -88,7 +73,7 @@ def remove_job_files(folders: Sequence[storage.Location]) -> int:
         for info in infos:
             name, parent = posixpath.basename(info.path), posixpath.dirname(info.path)
             ours = (part_files.PART_NAME.match(name) or name.startswith(".tmp-")
-                    or (parent == folder.path and name in JOB_FILES))
+                    or (parent == folder.path and name in OutputFolder.JOB_FILES))
             if info.type == pafs.FileType.File and ours:
                 folder.filesystem.delete_file(info.path)
                 deleted += 1
@@ -119,17 +104,17 @@ class RunClaim:
     def __init__(self, output: storage.Location, settings: dict) -> None:
         self.output, self.digest = output, settings_digest(settings)
         self.run = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-        self.location = output.join(RUNS_FOLDER, f"{self.run}.json")
+        self.folder = OutputFolder(output).claims()
+        self.location = self.folder.join(f"{self.run}.json")
         self.started = time.time()
         self._heartbeat: Repeating | None = None
 
     def claims(self) -> list[Claim]:
-        folder = self.output.join(RUNS_FOLDER)
-        found = []
+        folder, found = self.folder, []
         for info in storage.entries(folder):
             if not info.path.endswith(".json"):  # a claim being written (`.tmp-<id>`)
                 continue
-            values = read_json(storage.Location(folder.filesystem, info.path, info.path))
+            values = storage.read_json(storage.Location(folder.filesystem, info.path, info.path))
             if values is not None and info.path != self.location.path:
                 found.append(Claim(**values))
         return found
@@ -147,8 +132,7 @@ class RunClaim:
             if age > STALE_S:
                 logger.warning("%s stopped %.0f s ago without cleaning up its claim on %s (a "
                                "stale lock): removed", claim.describe(), age, self.output.uri)
-                self.output.filesystem.delete_file(
-                    self.output.join(RUNS_FOLDER, f"{claim.run}.json").path)
+                self.output.filesystem.delete_file(self.folder.join(f"{claim.run}.json").path)
             elif claim.digest != self.digest:
                 live.append(claim)
         return live
@@ -161,7 +145,7 @@ class RunClaim:
     def __enter__(self) -> RunClaim:
         for other in self._conflicts():
             self._refuse(other)
-        self.output.filesystem.create_dir(self.output.join(RUNS_FOLDER).path, recursive=True)
+        self.output.filesystem.create_dir(self.folder.path, recursive=True)
         self._beat()
         # Two runs that started together both wrote a claim: the later one (by start, then
         # by id) steps back.
@@ -173,7 +157,7 @@ class RunClaim:
         return self
 
     def _beat(self) -> None:
-        write_json(self.location, {"run": self.run, "host": socket.gethostname(),
+        storage.write_json(self.location, {"run": self.run, "host": socket.gethostname(),
                                     "pid": os.getpid(), "started": self.started,
                                     "heartbeat": time.time(), "digest": self.digest})
 
@@ -185,11 +169,10 @@ class RunClaim:
 
     def _release(self) -> None:
         """Delete this run's claim, and the claims folder when no other run holds one."""
-        folder = self.output.join(RUNS_FOLDER)
         try:
             self.output.filesystem.delete_file(self.location.path)
-            if not self.output.filesystem.get_file_info(pafs.FileSelector(folder.path)):
-                self.output.filesystem.delete_dir(folder.path)
+            if not self.output.filesystem.get_file_info(pafs.FileSelector(self.folder.path)):
+                self.output.filesystem.delete_dir(self.folder.path)
         except (FileNotFoundError, OSError):
             pass
 
@@ -203,13 +186,12 @@ class RunClaim:
 
 
 def write_summary(folder: storage.Location, summary: dict) -> None:
-    storage.write_bytes(folder.join(SUMMARY_FILE),
-                        json.dumps(summary, indent=1, default=str).encode())
+    OutputFolder(folder).write_summary(summary)
 
 
 def read_summary(folder: storage.Location) -> dict | None:
-    """The output's `_summary.json`, or None (none yet, or unreadable)."""
-    return read_json(folder.join(SUMMARY_FILE))
+    """The output's summary, or None (none yet, or unreadable)."""
+    return OutputFolder(folder).summary()
 
 
 def this_run(started_at: float, processed: list[str], rows: int, seconds: float,

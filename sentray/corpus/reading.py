@@ -159,7 +159,7 @@ def read_tasks(pending: list[tuple[Source, Runs]], config: CorpusConfig) -> list
 def read_task(source: Source, row_groups: list[int], first_row: int, runs: Runs,
               config: CorpusConfig):
     """The records of one planned read task (`read_tasks`), table by table: what a Ray read
-    task yields, and what the in-process row path reads (`sentray.corpus.running`)."""
+    task yields, and what the in-process row path reads (`sentray.corpus.execution`)."""
     if source.format == "text":
         return read_text_source(source, config.rows_per_block, config.with_previous_text, runs)
     return read_parquet_source(source, row_groups, first_row, config, runs)

@@ -1,24 +1,16 @@
-"""`EncoderConfig`: what to encode with (model, pooling, head, lengths, batching, device).
-Validated on construction, before any model is loaded; what depends on the model (its own
-pooling, its known Ditto head) is decided by `resolved()`."""
+"""`EncoderConfig`: what a user asks to encode with (model, pooling, head, lengths, batching,
+device, precision). It holds the flags as typed (a pooling alias spelled canonically) and is
+validated on construction, before any model is looked up. What depends on the model or the
+machine (the model's own pooling and head, its length, the precision `auto` measures) is decided
+once, into an `EncoderPlan` (`sentray.encode.plan`, `sentray.precision.plan_encoder`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-import tyro
-
-from sentray.encode.model_info import model_facts
-from sentray.encode.model_loading import DEFAULT_MODEL, ResolvedModel, resolve_model
-from sentray.encode.pooling_catalog import (
-    DITTO_DEFAULT_HEADS,
-    DITTO_POOLINGS,
-    canonical_pooling,
-    parse_head,
-)
-from sentray.kit.config_files import derived
+from sentray.encode.model_loading import DEFAULT_MODEL
+from sentray.encode.pooling_catalog import DITTO_POOLINGS, canonical_pooling, parse_head
 from sentray.kit.validation import check_at_least, check_choices
 
 Precision = Literal["fp32", "fp16", "bf16", "int8", "auto"]
@@ -27,7 +19,7 @@ DittoImpl = Literal["auto", "fast", "eager"]
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    """What to encode with. Validated on construction, before any model is loaded."""
+    """What to encode with. Validated on construction, before any model is looked up."""
 
     model: str = DEFAULT_MODEL  # HF id, local directory, or packaged short name
     # cls, cls_before_pooler, last_avg (mean), first_last_avg, layer1_last_avg, static_avg,
@@ -48,24 +40,16 @@ class EncoderConfig:
     # native with AMX or AVX512-BF16, emulated and slow elsewhere) | fp16 (GPU) | int8 (CPU:
     # NNCF static int8 on ONNX Runtime, prepared once and cached) | auto (CPU: fp32, bf16 and
     # int8 timed on this CPU, the fastest that passes a quality gate against fp32; GPU: fp16);
-    # sentray.encode.precision, sentray.encode.precision_probe
+    # sentray.precision
     precision: Precision = "fp32"
-    # int8: the calibration texts, a UTF-8 file of one sentence a line; None: the bundled Brown
-    # sample (so that the int8 model does not depend on the input)
+    # int8: the texts NNCF calibrates the int8 model on, a UTF-8 file of one sentence a line;
+    # None: the bundled Brown sample (so that the int8 model does not depend on the input)
     int8_calibration: str | None = None
     int8_calibration_rows: int = 300  # int8: the calibration file's first N non-blank lines
     ditto_impl: DittoImpl = "auto"  # fast: one head recomputed on SDPA (BERT family); eager: maps
-    # `model` looked up once (`located()`), carried to every reader and loader of the model
-    resolved_model: Annotated[ResolvedModel | None, tyro.conf.Suppress] = derived()
-    # int8: the prepared model (`sentray.encode.int8.Int8Model`), prepared once by a job's
-    # driver and carried to its actors
-    int8_model: Annotated[Any, tyro.conf.Suppress] = derived()
 
     def __post_init__(self) -> None:
         check_choices(self)
-        if self.resolved_model is not None and self.resolved_model.name != self.model:
-            # replace(config, model=...) of a resolved config: the new model, looked up
-            object.__setattr__(self, "resolved_model", resolve_model(self.model))
         if self.pooling is not None:
             object.__setattr__(self, "pooling", canonical_pooling(self.pooling))
             if self.head is not None and self.pooling not in DITTO_POOLINGS:
@@ -80,35 +64,3 @@ class EncoderConfig:
         if self.int8_calibration is not None and self.precision not in ("int8", "auto"):
             raise ValueError(f"--int8-calibration is for --precision int8 (or auto), not "
                              f"{self.precision}")
-
-    def located(self) -> EncoderConfig:
-        """This config with its model looked up and checked (`located_model`: a broken model
-        folder fails here, named, not in an actor); a located config is returned as it is."""
-        from sentray.encode.model_checks import located_model
-
-        if self.resolved_model is not None:
-            return self
-        return dataclasses.replace(self, resolved_model=located_model(self.model))
-
-    def resolved(self) -> EncoderConfig:
-        """This config `located()`, with what depends on the model decided: the pooling (the
-        one asked for, else the model's own with its Ditto head, else mean) and a Ditto
-        pooling's head (the one given, else the model's known head; ValueError when there is
-        none). A resolved config is returned as it is."""
-        config = self.located()
-        if config.pooling is None:
-            pooling, own_head = model_facts(config.resolved_model).read_out
-            config = dataclasses.replace(config, pooling=pooling, head=config.head or own_head)
-        if config.pooling in DITTO_POOLINGS and config.head is None:
-            head = DITTO_DEFAULT_HEADS.get(config.model)
-            if head is None:
-                raise ValueError(
-                    f"pooling {config.pooling!r} needs a head (--head L-H): no default is known "
-                    f"for model {config.model!r} (known: {DITTO_DEFAULT_HEADS}); find one with "
-                    "`python jobs/evaluate.py --search-head`")
-            config = dataclasses.replace(config, head=head)
-        return config
-
-    @property
-    def layer_head(self) -> tuple[int, int] | None:
-        return parse_head(self.head) if self.head else None

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.model_info import ModelInfo, model_facts
+from sentray.encode.model_info import ModelInfo
 
 # sentray poolings that sentence-transformers' own Pooling module computes the same way
 ST_POOLING = {"cls_before_pooler": "cls", "last_avg": "mean"}
@@ -30,15 +30,15 @@ ST_POOLING = {"cls_before_pooler": "cls", "last_avg": "mean"}
 def save_model_directory(encoder: SentenceEncoder, target: str | Path, *,
                          extra: dict | None = None, sentence_transformers: bool = True) -> Path:
     """Write `encoder` into the folder `target`; `extra` adds to what sentray.json records.
-    sentray.json's `normalize` is `extra`'s when given, else the source model's own
-    (`own_normalize`). Without `sentence_transformers`: the Hugging Face files and sentray.json
+    sentray.json's `normalize` is `extra`'s when given, else the source model's own (the plan's
+    `normalize`). Without `sentence_transformers`: the Hugging Face files and sentray.json
     only."""
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
     extra = dict(extra or {})
     # recorded either way: the choice is explicit, and sentray's loaders read it from here
-    extra.setdefault("normalize", model_facts(encoder.config.resolved_model).normalize)
-    info = ModelInfo(encoder.config.pooling, encoder.config.head, encoder.max_length, extra)
+    extra.setdefault("normalize", encoder.plan.normalize)
+    info = ModelInfo(encoder.plan.pooling, encoder.plan.head, encoder.max_length, extra)
     if not sentence_transformers:
         encoder.model.save_pretrained(target)
         encoder.tokenizer.save_pretrained(target)

@@ -158,11 +158,6 @@ class ModelFacts:
         """The Ditto head of that read-out."""
         return self._own[1]
 
-    @property
-    def read_out(self) -> tuple[str, str | None]:
-        """The pooling and head to encode with when none is asked for: its own, else mean."""
-        return self._own if self._own[0] else ("last_avg", None)
-
     @functools.cached_property
     def dimension(self) -> int:
         """hidden_size: the width of its token states and of a pooled vector."""

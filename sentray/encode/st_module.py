@@ -9,7 +9,7 @@ followed by sentence-transformers' `Normalize` when the source model normalizes 
 `normalize`, which sentray's jobs read), so
 
     SentenceTransformer(DIR, trust_remote_code=True).encode(texts)
-        == SentenceEncoder(EncoderConfig(model=DIR)).encode(texts)
+        == SentenceEncoder(plan_encoder(EncoderConfig(model=DIR))).encode(texts)
 
 and MTEB, LangChain or a vector database's embedder get sentray's embeddings. sentray's own
 loaders read the same folder through `sentray.json`.
@@ -17,7 +17,6 @@ loaders read the same folder through `sentray.json`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
 from sentray.encode.model_info import SENTRAY_MODEL_INFO, ModelInfo
+from sentray.encode.plan import model_plan
 
 
 class SentrayEncoder(InputModule):
@@ -36,7 +36,7 @@ class SentrayEncoder(InputModule):
 
     def __init__(self, encoder: SentenceEncoder, extra: dict | None = None) -> None:
         super().__init__()
-        self.config = encoder.config
+        self.plan = encoder.plan
         self.pooled = encoder.pooled  # a submodule: sentence-transformers moves it between devices
         self.tokenizer = encoder.tokenizer
         self.max_seq_length = encoder.max_length
@@ -44,7 +44,7 @@ class SentrayEncoder(InputModule):
 
     @property
     def info(self) -> ModelInfo:
-        return ModelInfo(self.config.pooling, self.config.head, self.max_seq_length, self.extra)
+        return ModelInfo(self.plan.pooling, self.plan.head, self.max_seq_length, self.extra)
 
     def preprocess(self, inputs, prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
         texts = [prompt + text for text in inputs] if prompt else list(inputs)
@@ -75,14 +75,13 @@ class SentrayEncoder(InputModule):
                                      cache_folder=cache_folder, revision=revision,
                                      local_files_only=local_files_only)
         folder = Path(resolved or Path(model_name_or_path) / subfolder)
-        config = EncoderConfig(model=str(folder), device="cpu").located()
-        info = ModelInfo.read(config.resolved_model)
-        if info is None:
+        if not (folder / SENTRAY_MODEL_INFO).is_file():
             raise FileNotFoundError(f"{folder} has no {SENTRAY_MODEL_INFO}: not a directory "
                                     "written by sentray")
-        return cls(SentenceEncoder(dataclasses.replace(
-            config, pooling=info.pooling, head=info.head, max_length=info.max_length)),
-            info.extra)
+        # fp32 on torch, the read-out and length its sentray.json records (the model's own)
+        plan = model_plan(EncoderConfig(model=str(folder), device="cpu"))
+        info = ModelInfo.read(plan.model)
+        return cls(SentenceEncoder(plan), info.extra)
 
 
 MODULE_TYPE = f"{SentrayEncoder.__module__}.{SentrayEncoder.__qualname__}"

@@ -2,5 +2,5 @@
 the metrics (`metrics`: cosine, Spearman), STS scoring and its tables (`sts`), Ditto's head
 search on STS-B dev (`head_search`), and `jobs/evaluate.py` (`config`, `job`).
 
-May import: sentray.kit, sentray.encode.
+May import: sentray.kit, sentray.encode, sentray.precision.
 """

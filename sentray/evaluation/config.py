@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from sentray.encode.config import EncoderConfig
@@ -33,10 +32,3 @@ class EvaluateConfig:
         if self.search_head and self.encoder.pooling not in DITTO_POOLINGS:
             raise ValueError(f"--search-head chooses a Ditto head; use --pooling ditto (or "
                              f"ditto_last, ...), not {self.encoder.pooling!r}")
-
-    def resolved(self) -> EvaluateConfig:
-        """The model looked up and checked (a broken model folder fails here, named), and the
-        encoder's pooling and head decided from it, unless the head search will decide the
-        head."""
-        encoder = self.encoder.located() if self.search_head else self.encoder.resolved()
-        return dataclasses.replace(self, encoder=encoder)

@@ -16,13 +16,13 @@ from sentray.encode.export import save_model_directory
 from sentray.evaluation import head_search, senteval, sts
 from sentray.evaluation.config import EvaluateConfig
 from sentray.kit import config_files
+from sentray.precision.plan import plan_encoder
 
 logger = logging.getLogger(__name__)
 
 
 def run_evaluation(config: EvaluateConfig) -> dict[str, float]:
     """Score the configured encoder; returns {task: Spearman x 100, ..., "avg": ...}."""
-    config = config.resolved()
     tasks = senteval.parse_tasks(config.tasks)
     senteval.resolve_data_dir(config.data_dir)  # fail before loading any model
     out = Path(config.output)
@@ -30,22 +30,23 @@ def run_evaluation(config: EvaluateConfig) -> dict[str, float]:
     encoder_config, extra = config.encoder, {}
     if config.search_head:
         encoder_config, extra = _search_head(config, out)
-    # what ran: the searched head, never the search itself again
-    ran = dataclasses.replace(config, encoder=encoder_config, search_head=False)
+    plan = plan_encoder(encoder_config)
+    # what ran: the read-out the plan decided, the searched head, never the search again
+    ran = dataclasses.replace(config, search_head=False, encoder=dataclasses.replace(
+        encoder_config, pooling=plan.pooling, head=plan.head))
     config_files.write_config(ran, str(out), job="evaluate")
-    encoder = SentenceEncoder(encoder_config)
+    encoder = SentenceEncoder(plan)
     if config.export_st:  # sentray.json records the head; the dev score it was chosen on too
         # the model's own fp32 weights: a CPU bf16 encoder holds them rounded to bf16
         exported = encoder
-        if encoder.precision != "fp32" and encoder.device.type == "cpu":
-            exported = SentenceEncoder(dataclasses.replace(encoder_config, precision="fp32"))
+        if plan.precision != "fp32" and encoder.device.type == "cpu":
+            exported = SentenceEncoder(plan.running("fp32", why="exported in fp32"))
         save_model_directory(exported, config.export_st,
                              extra={k: v for k, v in extra.items() if k != "head"})
         logger.info("wrote sentence-transformers model %s", config.export_st)
     results = sts.evaluate(encoder, tasks, config.data_dir,
                            max_pairs=config.max_pairs)  # batches as the config says
-    used = encoder.config
-    label = f"{used.model} {used.pooling}" + (f" {used.head}" if used.head else "")
+    label = f"{plan.model.name} {plan.pooling}" + (f" {plan.head}" if plan.head else "")
     if config.max_pairs is not None:
         label += f" (first {config.max_pairs} pairs of each task)"
         logger.warning("--max-pairs %d: these are not the tasks' scores", config.max_pairs)
@@ -68,8 +69,8 @@ def _search_head(config: EvaluateConfig, out: Path) -> tuple[EncoderConfig, dict
                                             int8_calibration=None)
         logger.info("the head search runs in fp32 (it reads every head's attention map); "
                     "the chosen head is scored in %s", encoder_config.precision)
-    grid = head_search.search_head(SentenceEncoder(search_config), config.data_dir,
-                                   max_pairs=config.max_pairs)
+    grid = head_search.search_head(SentenceEncoder(plan_encoder(search_config)),
+                                   config.data_dir, max_pairs=config.max_pairs)
     head = head_search.best_head(grid)
     encoder_config = dataclasses.replace(encoder_config, head=head)
     (out / "head_grid.json").write_text(json.dumps({

@@ -5,5 +5,5 @@ run (`index_state`), the rows an output holds that its table lacks (`plan`), app
 this process or through Ray Data (`table_writing`), the ANN index and its defaults (`ann`), the
 index job (`job`) and the search, as a function and as a job (`search`).
 
-May import: sentray.kit, sentray.corpus, sentray.embedding.
+May import: sentray.kit, sentray.corpus, sentray.bulk_embedding.
 """

@@ -9,12 +9,11 @@ from typing import Annotated, Literal
 
 import tyro
 
+from sentray.kit.output_folder import OutputFolder
 from sentray.kit.validation import check_at_least, check_choices
 
 IndexType = Literal["IVF_PQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "flat"]
 WriteMode = Literal["auto", "local", "ray"]
-# The default table of an output folder: OUTPUT/_index.lance
-DEFAULT_TABLE = "_index.lance"
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ class IndexConfig:
 
     @property
     def table_uri(self) -> str:
-        return self.index_uri or f"{self.embeddings.rstrip('/')}/{DEFAULT_TABLE}"
+        return self.index_uri or OutputFolder.index_table(self.embeddings)
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from sentray.embedding import vectors
-from sentray.embedding.query import QueryEncoder, stored_description
+from sentray.bulk_embedding import vectors
+from sentray.bulk_embedding.output import EmbeddingOutput
+from sentray.bulk_embedding.query import QueryEncoder
 from sentray.kit import storage
-from sentray.kit.settings_record import SETTINGS_FILE, differences, read_json, settings_digest
+from sentray.kit.settings_record import differences, settings_digest
 
-METADATA_KEY = b"sentray.embedding"  # the table schema's metadata key
+METADATA_KEY = b"sentray.bulk_embedding"  # the table schema's metadata key
 VECTOR_COLUMN = "vector"
 # float outputs as stored; packed bits as uint8 bytes (the distance: hamming)
 FLOAT_DTYPES = ("float32", "float16")
@@ -25,8 +26,8 @@ BINARY_DTYPES = vectors.PACKED
 
 @dataclass(frozen=True)
 class EmbeddingDescription:
-    """The settings of an embedding output (its `_settings.json`), its code book and where it
-    is: all a query needs to be embedded as its rows were."""
+    """The settings of an embedding output, its code book and where it is: all a query needs
+    to be embedded as its rows were."""
 
     settings: dict
     code_book: dict | None
@@ -71,21 +72,17 @@ class EmbeddingDescription:
         return cls(record["settings"], record["code_book"], record["embeddings"])
 
 
-def describe_output(location: storage.Location) -> EmbeddingDescription:
-    """The description of the embedding output folder at `location`; ValueError when it is not
-    one, or holds vectors the index cannot search as what they are (int8/uint8 codes)."""
-    record = read_json(location.join(SETTINGS_FILE))
-    if record is not None and record.get("job") != "embed":
-        raise ValueError(f"{location.uri} is the output of jobs/{record.get('job')}.py, not of "
-                         "jobs/embed.py: give an embedding output folder")
-    settings, ranges = stored_description(location)
+def describe_output(output: EmbeddingOutput) -> EmbeddingDescription:
+    """The description of an embedding output folder; ValueError when it is not one, or holds
+    vectors the index cannot search as what they are (int8/uint8 codes)."""
+    settings, ranges = output.describe()
     dtype = settings["output_dtype"]
     if dtype in vectors.SCALAR:
-        raise ValueError(f"{location.uri} holds {dtype} codes, which a vector index would "
+        raise ValueError(f"{output.uri} holds {dtype} codes, which a vector index would "
                          "compare as if they were floats: embed with --output-dtype float32, "
                          "float16 or binary to index")
     return EmbeddingDescription(settings, None if ranges is None else ranges.to_json(),
-                                location.uri)
+                                output.uri)
 
 
 def query_encoder(description: EmbeddingDescription, *, device: str = "auto",

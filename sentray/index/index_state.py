@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 
 from sentray.index.plan import Runs
 from sentray.kit import storage
-from sentray.kit.settings_record import read_json
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "_sentray_index.json"
@@ -34,7 +33,7 @@ class IndexState:
 
     @classmethod
     def read(cls, table: storage.Location) -> IndexState | None:
-        record = read_json(table.join(STATE_FILE))
+        record = storage.read_json(table.join(STATE_FILE))
         return None if record is None else cls(**record)
 
     def write(self, table: storage.Location, version: int) -> None:

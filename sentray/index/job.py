@@ -9,6 +9,7 @@ import logging
 import os
 import time
 
+from sentray.bulk_embedding.output import EmbeddingOutput
 from sentray.corpus.sources import CorpusConfig, discover_sources
 from sentray.index import ann, table_writing
 from sentray.index.config import IndexConfig
@@ -18,7 +19,7 @@ from sentray.index.embedding_record import (
     describe_output,
 )
 from sentray.index.index_state import IndexState, roll_back
-from sentray.index.plan import PartWork, add_run, list_parts, plan
+from sentray.index.plan import PartWork, add_run, plan
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
@@ -28,9 +29,10 @@ def run_index(config: IndexConfig) -> dict:
     """Index the embedding output `config.embeddings` into `config.table_uri`; returns the
     summary (rows added, rows without a vector left out, the table's rows, its ANN index)."""
     started = time.perf_counter()
-    output = storage.locate(config.embeddings, config.s3_endpoint)
-    description = describe_output(output)
-    parts = list_parts(output)
+    embeddings = EmbeddingOutput.at(config.embeddings, config.s3_endpoint)
+    output = embeddings.location
+    description = describe_output(embeddings)
+    parts = embeddings.parts()
     if not parts:
         raise ValueError(f"{output.uri} holds no part files: an embedding output with no rows "
                          "(did jobs/embed.py finish?)")

@@ -15,10 +15,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from sentray.corpus.part_files import PART_NAME
 from sentray.corpus.reading import read_task
 from sentray.corpus.sources import CorpusConfig, Source
-from sentray.kit import storage
 
 Runs = list[list[int]]  # sorted, disjoint [first, end) runs of rows
 
@@ -36,18 +34,6 @@ class PartWork:
     @property
     def rows(self) -> int:
         return sum(b - a for a, b in self.runs)
-
-
-def list_parts(output: storage.Location) -> list[tuple[str, str, int, int]]:
-    """(source key, path, first row, end row) of every part file of the output, sorted; the
-    output's own records and tables (`_*`) and temporary files are not parts."""
-    parts = []
-    for key, _ in storage.visible(storage.entries(output), pafs.FileType.Directory):
-        for name, item in storage.visible(storage.entries(output.join(key)), pafs.FileType.File):
-            match = PART_NAME.match(name)
-            if match:
-                parts.append((key, item.path, int(match.group(1)), int(match.group(2))))
-    return sorted(parts)
 
 
 def missing_runs(done: Runs, first: int, end: int) -> list[tuple[int, int]]:

@@ -16,17 +16,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from sentray.index.ann import default_nprobes
-from sentray.index.config import DEFAULT_TABLE, SearchConfig
+from sentray.index.config import SearchConfig
 from sentray.index.embedding_record import EmbeddingDescription, query_encoder
 from sentray.index.index_state import IndexState
 from sentray.index.table_writing import connect, open_table
 from sentray.kit import storage
+from sentray.kit.output_folder import OutputFolder
 
 
 def table_uri(output_or_index: str) -> str:
     """The table of an embedding output folder (OUTPUT/_index.lance), or a .lance table."""
     uri = output_or_index.rstrip("/")
-    return uri if uri.endswith(".lance") else f"{uri}/{DEFAULT_TABLE}"
+    return uri if uri.endswith(".lance") else OutputFolder.index_table(uri)
 
 
 class VectorIndex:

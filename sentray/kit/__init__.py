@@ -2,7 +2,9 @@
 (`config_files`), config checks (`validation`), progress bars (`progress_bars`), connecting to
 or starting Ray (`ray_cluster`) and keeping Ray's internals out of a job's output (`ray_quiet`);
 paths that work across nodes (`cluster_paths`); a function called every few seconds on a thread
-of its own (`repeating`); a run's settings record (`settings_record`). The local autoscaling
+of its own (`repeating`); the records at the top of a job's output folder, named in one place
+(`output_folder`), and the comparison of a run's settings with them (`settings_record`); this
+machine's CPU and its bf16 features (`cpu`). The local autoscaling
 cluster of the long tests and the bench is in `sentray.testing`.
 
 May import: nothing else in sentray.

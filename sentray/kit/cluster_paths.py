@@ -175,7 +175,7 @@ def refuse_unshared_paths(address: str | None, inputs: str | None, outputs: Sequ
     `models` (model folders every actor loads; one inside the job's own --working-dir upload
     is on every node) unless `shared`. Not checked: a job whose paths are all URIs, and one that
     runs on a local cluster it starts itself (or runs its rows in its own process:
-    `sentray.corpus.running`), whose one node is this machine."""
+    `sentray.corpus.execution`), whose one node is this machine."""
     import os
 
     import ray

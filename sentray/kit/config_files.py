@@ -21,9 +21,8 @@ import tyro
 import yaml
 
 from sentray.kit import storage
+from sentray.kit.output_folder import OutputFolder
 
-CONFIG_FILE = "_config.yaml"
-DERIVED = "sentray.derived"  # dataclass field metadata: see `derived`
 _SWITCH_WORDS = {"true": True, "false": False, "auto": None, "none": None}
 
 
@@ -73,21 +72,13 @@ def flat_fields(config_type: type) -> dict[str, Any]:
     return fields
 
 
-def derived() -> Any:
-    """A config field that is neither a flag nor a setting: decided by the config's `resolved()`
-    from its flags (the model looked up once: `EncoderConfig.resolved_model`) and carried with
-    the config to whatever it configures; left out of `_config.yaml` and of `as_record`. Its
-    type is also annotated `tyro.conf.Suppress` (no flag)."""
-    return dataclasses.field(default=None, compare=False, repr=False, metadata={DERIVED: True})
-
-
 def as_record(config: Any) -> dict[str, Any]:
-    """The config as JSON values (what a summary and a log line record): `dataclasses.asdict`
-    without the derived fields, values JSON does not know written as text."""
+    """The config as JSON values (what a summary and a log line record): `dataclasses.asdict`,
+    values JSON does not know written as text."""
     def plain(value: Any) -> Any:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             return {item.name: plain(getattr(value, item.name))
-                    for item in dataclasses.fields(value) if not item.metadata.get(DERIVED)}
+                    for item in dataclasses.fields(value)}
         if isinstance(value, (list, tuple)):
             return [plain(v) for v in value]
         if isinstance(value, dict):
@@ -104,7 +95,7 @@ def flat_record(config: Any) -> dict[str, Any]:
     hints = typing.get_type_hints(type(config), include_extras=True)
     for item in dataclasses.fields(config):
         hint = hints[item.name]
-        if item.metadata.get(DERIVED) or _is_suppressed(hint):
+        if _is_suppressed(hint):
             continue
         value = getattr(config, item.name)
         if _is_group(type(value)):
@@ -121,8 +112,6 @@ def flat_values(config: Any) -> dict[str, Any]:
     hints = typing.get_type_hints(type(config), include_extras=True)
     for item in dataclasses.fields(config):
         value = getattr(config, item.name)
-        if item.metadata.get(DERIVED):
-            continue
         flag = flag_name(item, hints[item.name])
         if dataclasses.is_dataclass(value) and not is_single_flag(value):
             values.update(flat_values(value))
@@ -131,8 +120,11 @@ def flat_values(config: Any) -> dict[str, Any]:
     return values
 
 
-# old flag names -> new ones, accepted with a deprecation notice (sentray.cli.renamed_flags)
-RENAMED = {"out": "output"}
+# old flag names -> new ones, accepted with a one-line deprecation notice
+# (sentray.cli.renamed_flags): evaluate's and train_lstm's --out (--output, as every job's),
+# embed's --calibration-rows (the output code book's rows, --code-book-rows: "calibration" is
+# NNCF's int8 calibration only)
+RENAMED = {"out": "output", "calibration_rows": "code_book_rows"}
 
 
 def read_config_file(config_type: type, path: str) -> dict[str, Any]:
@@ -233,10 +225,10 @@ def config_yaml(config: Any, command: str) -> str:
 
 
 def write_config(config: Any, folder: str, *, job: str, s3_endpoint: str | None = None) -> str:
-    """Write `config` as FOLDER/_config.yaml (local or s3://) and return its URI."""
-    target = storage.locate(folder, s3_endpoint)
-    target.filesystem.create_dir(target.path, recursive=True)
-    path = target.join(CONFIG_FILE)
+    """Write `config` as the folder's config file (local or s3://) and return its URI."""
+    target = OutputFolder.at(folder, s3_endpoint)
+    target.location.filesystem.create_dir(target.location.path, recursive=True)
+    path = target.config_file()
     storage.write_bytes(path, config_yaml(config, f"python jobs/{job}.py --config {path.uri}")
                         .encode())
     return path.uri

@@ -1,6 +1,7 @@
-"""The record of what an output depends on (`_settings.json`), so that a rerun never mixes two
-configurations in one output: the corpus jobs' rows (`sentray.corpus.output_records`) and a
-training run's model (`sentray.contrastive.job`) are compared against it before anything runs."""
+"""The record of what an output depends on (its settings, `OutputFolder.settings_record`), so
+that a rerun never mixes two configurations in one output: the corpus jobs' rows
+(`sentray.corpus.output_records`) and a training run's model (`sentray.contrastive.job`) are
+compared against it before anything runs."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import hashlib
 import json
 
 from sentray.kit import storage
+from sentray.kit.output_folder import OutputFolder
 
-SETTINGS_FILE = "_settings.json"
 # A setting that only names what another identifies exactly: `model` (a Hub id, a name, or a
 # folder: the same weights under three spellings) beside `model_files` (a digest of the files
 # themselves). The name is recorded for the reader, and compared only when the files could not
@@ -29,33 +30,21 @@ def settings_digest(settings: dict) -> str:
                                      default=str).encode()).hexdigest()
 
 
-def read_json(location: storage.Location) -> dict | None:
-    try:
-        with location.filesystem.open_input_stream(location.path) as handle:
-            return json.loads(handle.read())
-    except (FileNotFoundError, OSError, ValueError):
-        return None
-
-
-def write_json(location: storage.Location, values: dict) -> None:
-    storage.write_bytes(location, json.dumps(values, indent=1, default=str).encode())
-
-
 def read_settings(folder: storage.Location) -> dict | None:
     """The settings recorded in `folder`, or None."""
-    record = read_json(folder.join(SETTINGS_FILE))
+    record = OutputFolder(folder).settings_record()
     return None if record is None else record.get("settings", {})
 
 
 def write_settings(folder: storage.Location, settings: dict, job: str) -> None:
-    write_json(folder.join(SETTINGS_FILE), {"job": job, "settings": settings})
+    OutputFolder(folder).write_settings_record(job, settings)
 
 
-def differences(stored: dict, wanted: dict, ignore: tuple[str, ...] = ()) -> list[str]:
+def differences(stored: dict, wanted: dict) -> list[str]:
     """'key: stored value (stored) != this run's value (this run)' for each key that differs
-    (a model's name is not compared where its files are: `comparable`), but those in `ignore`."""
+    (a model's name is not compared where its files are: `comparable`)."""
     stored, wanted = comparable(stored), comparable(wanted)
-    keys = sorted((set(stored) | set(wanted)) - set(ignore))
+    keys = sorted(set(stored) | set(wanted))
     return [f"{key}: {stored.get(key)!r} (stored) != {wanted.get(key)!r} (this run)"
             for key in keys if stored.get(key) != wanted.get(key)]
 

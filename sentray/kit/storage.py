@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copyreg
 import errno
+import json
 import os
 import posixpath
 import time
@@ -131,6 +132,20 @@ def write_bytes(location: Location, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def read_json(location: Location) -> dict | None:
+    """A JSON file's values, or None (missing, unreadable, or not JSON)."""
+    try:
+        with location.filesystem.open_input_stream(location.path) as handle:
+            return json.loads(handle.read())
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+
+
+def write_json(location: Location, values: dict) -> None:
+    """`values` as a JSON file, written whole (`write_bytes`)."""
+    write_bytes(location, json.dumps(values, indent=1, default=str).encode())
 
 
 def no_space(exc: BaseException) -> bool:

@@ -14,21 +14,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import config_of, make_tiny_bert, with_flags
+from conftest import config_of, encoder_of, make_tiny_bert, with_flags
 from safetensors.torch import load_file
 
 from sentray.contrastive import input_data
 from sentray.contrastive.config import TrainConfig
 from sentray.contrastive.epoch_order import EpochOrder
 from sentray.contrastive.input_data import epoch_datasets, inspect_input
-from sentray.contrastive.job import run_training
+from sentray.contrastive.job import plan_run, run_training
 from sentray.contrastive.model import ContrastiveModel, build_model
 from sentray.contrastive.objectives import SifterWeights
 from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.encode.config import EncoderConfig
-from sentray.encode.encoder import SentenceEncoder
 from sentray.encode.model_info import model_facts
 from sentray.encode.model_loading import resolve_model
+from sentray.encode.plan import read_out
 from sentray.encode.pooled_model import PooledEncoder
 from sentray.kit import storage
 from sentray.kit.config_files import flat_record
@@ -75,9 +75,9 @@ def write_views(folder: Path, rows: int, *, nulls: bool = False, drop: str | Non
 ])
 def test_bad_config_is_rejected_before_anything_runs(fields, message):
     """On construction, or (what needs the model's files: its known Ditto head) when the
-    config is resolved, which the command line and run_training do before anything runs."""
+    run plans its encoder (`plan_run`), which run_training does before anything runs."""
     with pytest.raises(ValueError, match=message):
-        config_of(TrainConfig, input="x", **fields).resolved()
+        plan_run(config_of(TrainConfig, input="x", **fields))
 
 
 # SIFTER §5.3 (../shared/papers/sifter.txt): "one epoch using the AdamW optimizer ... learning
@@ -113,12 +113,12 @@ def test_config_defaults_are_each_objectives_papers():
 def test_default_read_out_is_the_models_own(tiny_model_dir):
     """A sentence-transformers model trains its own pooling without an MLP; a raw encoder (no
     1_Pooling, no sentray.json) gets the paper's [CLS] + MLP; explicit choices win."""
-    minilm = config_of(TrainConfig, input="x").resolved()  # packaged all-MiniLM-L6-v2: 1_Pooling is mean
+    minilm, _ = plan_run(config_of(TrainConfig, input="x"))  # all-MiniLM-L6-v2's 1_Pooling: mean
     assert (minilm.encoder.pooling, minilm.mlp) == ("last_avg", False)
-    raw = config_of(TrainConfig, input="x", model=str(tiny_model_dir)).resolved()
+    raw, _ = plan_run(config_of(TrainConfig, input="x", model=str(tiny_model_dir)))
     assert (raw.encoder.pooling, raw.mlp) == ("cls_before_pooler", True)
-    assert config_of(TrainConfig, input="x", pooling="cls_before_pooler").resolved().mlp is True
-    assert config_of(TrainConfig, input="x", pooling="mean", mlp=True).resolved().mlp is True
+    assert plan_run(config_of(TrainConfig, input="x", pooling="cls_before_pooler"))[0].mlp
+    assert plan_run(config_of(TrainConfig, input="x", pooling="mean", mlp=True))[0].mlp
     assert config_of(TrainConfig, input="x").resolved().name == "sifter"  # the name: the objective
 
 
@@ -126,14 +126,17 @@ def test_ditto_without_a_head_keeps_the_models_known_head(tokenizer):
     """Defect: the known head was looked up while validating, then dropped (head None), so the
     workers failed after Ray had started and the export wrote head: null."""
     config = config_of(TrainConfig, input="x", model="bert-base-uncased", pooling="ditto",
-                         mlp=False).resolved()
-    assert config.encoder.head == "0-9"  # Ditto's official head for bert-base-uncased
-    model = ContrastiveModel(make_tiny_bert(tokenizer.vocab_size, heads=12),
-                             config.encoder.pooling, head=config.encoder.head,
-                             mlp=config.mlp)  # as build_model makes it
+                       mlp=False)
+    # the plan's rule (offline, bert-base-uncased's files cannot be read here: it declares no
+    # read-out of its own, as its Hub folder does not)
+    pooling, head = read_out(config.encoder, None, None, "cls_before_pooler")
+    assert (pooling, head) == ("ditto", "0-9")  # Ditto's official head for bert-base-uncased
+    model = ContrastiveModel(make_tiny_bert(tokenizer.vocab_size, heads=12), pooling,
+                             head=head, mlp=config.mlp)  # as build_model makes it
     assert model.pooled.layer_head == (0, 9)
     with pytest.raises(ValueError, match="needs a head"):
-        config_of(TrainConfig, input="x", model="some/unknown-model", pooling="ditto", mlp=False).resolved()
+        plan_run(config_of(TrainConfig, input="x", model="some/unknown-model", pooling="ditto",
+                           mlp=False))
 
 
 def test_sifter_views_follow_the_weights():
@@ -195,21 +198,22 @@ def test_backbone_coverage_samples_a_large_input_the_same_way_each_run(tmp_path,
     """Past COVERAGE_ROWS rows the driver tokenizes a seeded sample, not the whole input: the
     figure says so (rows < input_rows) and is the same on every run."""
     folder = str(write_views(tmp_path / "views", 100))
-    config = config_of(TrainConfig, input=folder, model=str(tiny_model_dir), max_length=32).resolved()
-    whole = input_data.input_backbone_coverage(config)
+    config, encoder = plan_run(config_of(TrainConfig, input=folder, model=str(tiny_model_dir),
+                                         max_length=32))
+    whole = input_data.input_backbone_coverage(config, encoder)
     assert (whole["rows"], whole["input_rows"]) == (100, 100)
     monkeypatch.setattr(input_data, "COVERAGE_ROWS", 40)
     looked = []
     real = input_data.backbone_coverage
     monkeypatch.setattr(input_data, "backbone_coverage",
                         lambda tok, xs, ys, n: looked.append(xs) or real(tok, xs, ys, n))
-    sampled = [input_data.input_backbone_coverage(config) for _ in range(2)]
+    sampled = [input_data.input_backbone_coverage(config, encoder) for _ in range(2)]
     assert sampled[0] == sampled[1] and (sampled[0]["rows"], sampled[0]["input_rows"]) == (40, 100)
     texts = [t for t in SAMPLE.read_text().splitlines() if t.strip()][:100]
     assert looked[0] == looked[1] and len(looked[0]) == 40 and looked[0] != texts[:40]
     assert looked[0] == [t for t in texts if t in set(looked[0])]  # in input order
     assert input_data.input_backbone_coverage(
-        with_flags(config, objective="simcse")) is None
+        with_flags(config, objective="simcse"), encoder) is None
 
 
 # -- data and model pieces ----------------------------------------------------------------------
@@ -298,7 +302,7 @@ def test_contrastive_model_is_the_encoders_pooling_plus_a_train_time_mlp(tokeniz
     assert ContrastiveModel(make_tiny_bert(tokenizer.vocab_size), "cls").encoder.pooler.dense.weight \
         .requires_grad
     texts = ["A man plays a guitar.", "Nobody came."]
-    reference = SentenceEncoder(EncoderConfig(pooling="cls_before_pooler"), model=encoder,
+    reference = encoder_of(EncoderConfig(pooling="cls_before_pooler"), model=encoder,
                                 tokenizer=tokenizer)
     tokens = tokenizer(texts, padding=True, return_tensors="pt")
     with torch.no_grad():
@@ -324,11 +328,11 @@ def test_the_mlp_starts_as_simcses_unless_told_pytorchs_default(tokenizer, tiny_
     assert float(default.weight.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.15)
     assert torch.count_nonzero(default.bias) == 32
     # the job builds its model with the configured init
-    config = config_of(TrainConfig, model=str(tiny_model_dir), pooling="cls_before_pooler",
-                         mlp=True).resolved()
+    config, encoder = plan_run(config_of(TrainConfig, model=str(tiny_model_dir),
+                                         pooling="cls_before_pooler", mlp=True))
     assert config.mlp_init == "simcse"
-    job_simcse = build_model(config.encoder, dropout=config.dropout, mlp=True).mlp[0]
-    job_torch = build_model(config.encoder, dropout=config.dropout, mlp=True,
+    job_simcse = build_model(encoder, dropout=config.dropout, mlp=True).mlp[0]
+    job_torch = build_model(encoder, dropout=config.dropout, mlp=True,
                             mlp_init="torch").mlp[0]
     assert torch.count_nonzero(job_simcse.bias) == 0 and torch.count_nonzero(job_torch.bias) == 32
     assert float(job_simcse.weight.std()) == pytest.approx(0.02, rel=0.15)
@@ -360,13 +364,17 @@ def test_ditto_pooling_trains_through_the_same_fast_path(tokenizer):
         torch.testing.assert_close(fast_weight.grad, eager_weight.grad, rtol=1e-4, atol=1e-6)
 
 
+def read_out_of(model: str) -> tuple[str | None, str | None]:
+    facts = model_facts(resolve_model(model))
+    return facts.pooling, facts.head
+
+
 def test_model_directories_name_their_pooling(tmp_path, tiny_model_dir):
-    # ST 1_Pooling: mean
-    assert model_facts(resolve_model("all-MiniLM-L6-v2")).read_out == ("last_avg", None)
+    assert read_out_of("all-MiniLM-L6-v2") == ("last_avg", None)  # ST 1_Pooling: mean
     folder = shutil.copytree(tiny_model_dir, tmp_path / "m")
-    assert model_facts(resolve_model(str(folder))).read_out == ("last_avg", None)  # declares none
+    assert read_out_of(str(folder)) == (None, None)  # declares none
     (folder / "sentray.json").write_text(json.dumps({"pooling": "ditto", "head": "0-3"}))
-    assert model_facts(resolve_model(str(folder))).read_out == ("ditto", "0-3")
+    assert read_out_of(str(folder)) == ("ditto", "0-3")
 
 
 # -- Ray Train: 2 CPU workers, gloo -------------------------------------------------------------
@@ -376,7 +384,7 @@ def tiny_run_config(tmp_path: Path, model_dir: Path, data: Path, data_dir: Path,
     base = dict(input=str(data), output=str(tmp_path), model=str(model_dir), workers=2,
                 batch_size=16, epochs=1, eval_steps=6, lr=5e-4, eval_batch_size=128, seed=7,
                 data_dir=str(data_dir), log_steps=100, max_failures=1)
-    return config_of(TrainConfig, **{**base, **fields}).resolved()
+    return plan_run(config_of(TrainConfig, **{**base, **fields}))[0]
 
 
 @pytest.fixture(scope="module")
@@ -457,8 +465,8 @@ def test_two_worker_run_learns_stays_in_sync_and_exports(clean_run, tokenizer):
     output = Path(config.output)
     best = output / "best"
     assert json.loads((best / "sentray.json").read_text())["pooling"] == "cls_before_pooler"
-    assert model_facts(resolve_model(str(best))).read_out == ("cls_before_pooler", None)
-    ours = SentenceEncoder(EncoderConfig(model=str(best), pooling="cls_before_pooler"))
+    assert read_out_of(str(best)) == ("cls_before_pooler", None)
+    ours = encoder_of(EncoderConfig(model=str(best), pooling="cls_before_pooler"))
     texts = ["A man plays a guitar.", "The jury said nothing."]
     from sentence_transformers import SentenceTransformer
 
@@ -484,10 +492,10 @@ def test_dev_scores_during_training_are_the_exported_models(clean_run, data_dir)
 
     config, summary = clean_run
     dev = senteval.load_sts_benchmark(data_dir, "dev")
-    exported = SentenceEncoder(EncoderConfig(model=str(Path(config.output) / "best"),
+    exported = encoder_of(EncoderConfig(model=str(Path(config.output) / "best"),
                                              pooling="cls_before_pooler"))
     assert score_pairs(exported, dev) == pytest.approx(summary["best_stsb_dev"], abs=0.01)
-    initial = SentenceEncoder(EncoderConfig(model=config.encoder.model, pooling="cls_before_pooler"))
+    initial = encoder_of(EncoderConfig(model=config.encoder.model, pooling="cls_before_pooler"))
     assert score_pairs(initial, dev) == pytest.approx(summary["initial_stsb_dev"], abs=0.01)
 
 
@@ -662,8 +670,8 @@ def test_job_flags_reach_the_config(exit_message):
 
     job = load_job("train")
 
-    def config(*flags):
-        return job.parse_config(["--input", "x", *flags])[0]
+    def config(*flags):  # as the command line parses it, its encoder planned as a run plans it
+        return plan_run(job.parse_config(["--input", "x", *flags])[0])[0]
 
     default = config()
     assert (default.encoder.pooling, default.mlp, default.max_grad_norm) == ("last_avg", False, 1.0)
@@ -696,11 +704,16 @@ def test_a_rerun_that_changes_the_model_is_refused_one_that_extends_it_is_not(tm
     name that changes any of it stops before Ray starts, naming it; more epochs or steps,
     other workers or evaluation settings only extend the run; --overwrite starts afresh."""
 
-    from sentray.contrastive.job import MODEL_SETTINGS, _claim_run_folder
+    from sentray.contrastive.job import MODEL_SETTINGS
+    from sentray.contrastive.job import _claim_run_folder as claim
     from sentray.kit import storage
 
-    config = config_of(TrainConfig, input=str(tmp_path / "in"), output=str(tmp_path / "out"),
-                         pooling="mean", mlp=False).resolved()
+    config, _ = plan_run(config_of(TrainConfig, input=str(tmp_path / "in"),
+                                   output=str(tmp_path / "out"), pooling="mean", mlp=False))
+
+    def _claim_run_folder(config, output, run):  # the run's settings, its encoder planned
+        claim(config, plan_run(config)[1], output, run)
+
     output = storage.locate(config.output)
     run = output.join(config.name)
     _claim_run_folder(config, output, run)

@@ -15,12 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import config_of
+from conftest import config_of, encoder_of
 
 from sentray.contrastive.config import TrainConfig
-from sentray.contrastive.job import run_training
+from sentray.contrastive.job import plan_run, run_training
 from sentray.encode.config import EncoderConfig
-from sentray.encode.encoder import SentenceEncoder
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sentray" / "data" / "sample.txt"
 ROWS, BATCH = 160, 16  # 10 steps an epoch
@@ -70,7 +69,8 @@ def checked_run(ray_cluster, tmp_path_factory, st_limited_model, data_dir):
         model=str(st_limited_model), workers=1, batch_size=BATCH, epochs=EPOCHS,
         max_steps=MAX_STEPS, warmup_ratio=WARMUP_RATIO, lr=LR, max_grad_norm=MAX_GRAD_NORM,
         eval_steps=2, eval_batch_size=256, seed=7, data_dir=str(data_dir), log_steps=100,
-        max_failures=0).resolved()
+        max_failures=0)
+    config = plan_run(config)[0]
     return config, run_training(config)
 
 
@@ -126,12 +126,12 @@ def test_the_length_the_model_declares_is_what_the_loop_scores_and_the_exports_e
     assert config.encoder.max_length == 32  # training's own truncation (--max-length), not the model's
     output = Path(config.output)
     recorded = json.loads((output / "best" / "sentray.json").read_text())["max_length"]
-    exported = SentenceEncoder(EncoderConfig(model=str(output / "best")))
+    exported = encoder_of(EncoderConfig(model=str(output / "best")))
     st = SentenceTransformer(str(output / "best-st"), device="cpu")
     assert recorded == exported.max_length == st.max_seq_length == ST_MAX_SEQ_LENGTH
     # what they encode: the long sentence cut at 8 tokens, not at 64 (same weights through two
     # code paths: float32 rounding, 1e-5)
-    at = {n: SentenceEncoder(EncoderConfig(model=str(output / "best"), max_length=n))
+    at = {n: encoder_of(EncoderConfig(model=str(output / "best"), max_length=n))
           for n in (ST_MAX_SEQ_LENGTH, TOKENIZER_LIMIT)}
     ours, theirs = exported.encode([LONG]), st.encode([LONG])
     assert np.allclose(ours, theirs, atol=1e-5)

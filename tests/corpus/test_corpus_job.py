@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pytest
 
-from sentray.corpus import actor_pool, corpus_job, part_files, running
+from sentray.corpus import actor_pool, corpus_job, execution, part_files
 from sentray.corpus.actor_pool import ActorCount, ActorPlan, ActorPoolConfig
 from sentray.corpus.source_runs import Pending
 from sentray.corpus.sources import (
@@ -117,7 +117,7 @@ def test_a_small_input_keeps_every_actor_busy(ray_cluster, tmp_path, monkeypatch
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not on workers' path
     sources = [text_source(tmp_path / "sample.txt", [f"line {i}" for i in range(1000)])]
     output = storage.locate(str(tmp_path / "out"))
-    timings = running.run_actor_pool([Pending(s, None) for s in sources],
+    timings = execution.run_actor_pool([Pending(s, None) for s in sources],
                                      CorpusConfig(input=str(tmp_path / "sample.txt")),
                                      ActorPlan(TagWithProcess, None),
                                      part_files.SingleFolder(output),
@@ -167,7 +167,7 @@ def test_a_caught_job_error_no_longer_holds_what_the_job_held():
             raise RuntimeError("wrapped") from inner
     except RuntimeError as caught:
         kept = caught  # the caller keeps the error
-        running.release_frames(kept)
+        execution.release_frames(kept)
     gc.collect()
     assert held[0]() is None
     assert "in run" in "".join(traceback.format_exception(kept))  # the text is kept

@@ -23,10 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pytest
-from conftest import ROOT, load_job
+from conftest import ROOT, encoder_of, load_job
 
 from sentray.encode.config import EncoderConfig
-from sentray.encode.encoder import SentenceEncoder
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -98,7 +97,7 @@ def assert_each_row_once(table: pa.Table, expected_ids: list[str]) -> None:
 def assert_embeddings_match(table: pa.Table, model_dir: Path, texts: dict[str, str]) -> None:
     """Each embedding equals an in-process encoder's for its row. 1e-5: float32 sums over other
     batch compositions (padding, order) differ in the last bits, not more."""
-    encoder = SentenceEncoder(EncoderConfig(model=str(model_dir), pooling="mean"))
+    encoder = encoder_of(EncoderConfig(model=str(model_dir), pooling="mean"))
     ids = table.column("id").to_pylist()
     got = np.asarray(table.column("embedding").to_pylist(), dtype=np.float32)
     expected = encoder.encode([texts[i] for i in ids])

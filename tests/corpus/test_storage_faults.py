@@ -15,7 +15,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
-from conftest import ROOT, load_job
+from conftest import ROOT, encoder_of, load_job
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -78,10 +78,9 @@ def test_a_50_mb_line_is_cut_in_bounded_time_and_the_rest_is_untouched(
     seconds = time.perf_counter() - started
     from sentray.corpus.sources import CorpusConfig, discover_sources
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
 
     assert summary["rows_in"] == summary["rows_out"] == 6
-    plain = SentenceEncoder(EncoderConfig(model=str(tiny_model_dir), pooling="mean",
+    plain = encoder_of(EncoderConfig(model=str(tiny_model_dir), pooling="mean",
                                           device="cpu"))
     table = pads.dataset(output, format="parquet").to_table()
     for source in discover_sources(CorpusConfig(input=str(text_in))):

@@ -104,3 +104,14 @@ def test_the_readme_is_a_front_page_whose_links_resolve():
     assert len(text.splitlines()) <= 150
     links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text)
     assert links and [link for link in links if not (ROOT / link).is_file()] == []
+
+
+def test_the_readme_says_what_the_makefile_installs():
+    """The README's set-up line names the extras `make demo` and `make test` install: the
+    Makefile's own install line, and the same torch pin."""
+    makefile = (ROOT / "Makefile").read_text()
+    extras = re.search(r'pip install -q -e "\.\[([a-z0-9,]+)\]"', makefile).group(1)
+    torch = re.search(r"pip install -q (torch==[0-9.]+)", makefile).group(1)
+    readme = (ROOT / "README.md").read_text()
+    assert f"sentray[{extras}]" in readme and f'pip install -e ".[{extras}]"' in readme
+    assert f"pip install {torch}" in readme and torch in readme.split("make demo")[1]

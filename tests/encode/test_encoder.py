@@ -1,22 +1,24 @@
 """SentenceEncoder on tiny in-process models: fast Ditto against eager attention maps, batching
-and sorting against one-by-one encoding, config validation."""
+and sorting against one-by-one encoding, config validation; building from a plan decides
+nothing."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_bert
+from conftest import encoder_of, make_tiny_bert
 
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder, token_budget_bounds
+from sentray.encode.plan import model_plan
 
 TEXTS = ["A man is playing a guitar.", "Hi", "The quick brown fox jumps over the lazy dog.",
          "Ein Mann spielt Gitarre.", "猫が好きです。", "x " * 40]
 
 
 def tiny_encoder(tokenizer, model, **config) -> SentenceEncoder:
-    return SentenceEncoder(EncoderConfig(**config), model=model, tokenizer=tokenizer)
+    return encoder_of(EncoderConfig(**config), model=model, tokenizer=tokenizer)
 
 
 @pytest.mark.parametrize("pooling", ["ditto", "ditto_last", "ditto_static", "ditto_layer1_last"])
@@ -137,8 +139,7 @@ def test_every_head_leaves_a_fast_ditto_encoder_as_it_was(tokenizer, tiny_bert):
 
 def test_config_validation():
     with pytest.raises(ValueError, match="needs a head"):
-        EncoderConfig(pooling="ditto").resolved()
-    assert EncoderConfig(model="bert-base-uncased", pooling="ditto").resolved().head == "0-9"
+        model_plan(EncoderConfig(pooling="ditto"))
     with pytest.raises(ValueError, match="only used by the Ditto"):
         EncoderConfig(pooling="mean", head="0-1")
     with pytest.raises(ValueError, match="unknown pooling"):
@@ -173,3 +174,45 @@ def test_fast_ditto_on_gpu(tokenizer, precision):
                                atol=tolerance)
     np.testing.assert_allclose(fast.encode(TEXTS), cpu.encode(TEXTS), rtol=100 * tolerance,
                                atol=100 * tolerance)
+
+
+def test_the_plan_decides_the_defaults_the_config_keeps_what_was_typed(tokenizer, tiny_bert):
+    """A config holds what the user typed; the plan decides the model's own read-out and
+    length, once (all-MiniLM-L6-v2: mean, 256 tokens, normalized, 384-d)."""
+    config = EncoderConfig()
+    plan = model_plan(config)
+    assert (config.pooling, config.head, config.max_length) == (None, None, None)
+    assert (plan.pooling, plan.max_length, plan.model_max_length, plan.dimension,
+            plan.normalize, plan.precision, plan.runtime) == (
+        "last_avg", 256, 256, 384, True, "fp32", "torch")
+    assert model_plan(EncoderConfig(max_length=16)).max_length == 16
+    assert model_plan(EncoderConfig(), module=tiny_bert).dimension == tiny_bert.config.hidden_size
+
+
+def test_building_an_encoder_decides_nothing(tokenizer, tiny_bert, monkeypatch):
+    """SentenceEncoder(plan) only builds: it runs no probe, prepares no artefact, looks up no
+    model and reads none of a model's files (its facts were read into the plan). Every deciding
+    function is replaced by one that fails, wherever a sentray module holds it (a `from ...
+    import` binding too)."""
+    import sys
+
+    import sentray.precision.plan  # noqa: F401 (loaded, so that its bindings are replaced too)
+
+    plan = model_plan(EncoderConfig(pooling="ditto", head="0-1"), module=tiny_bert)
+    deciding = {"decide", "measure_candidates", "plan_encoder", "model_plan", "prepare_int8",
+                "read_cached", "model_facts", "own_pooling", "default_max_length",
+                "own_normalize", "resolve_model", "config_value", "model_file",
+                "model_fingerprint", "located_model", "check_model"}
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("SentenceEncoder decided something while it was built")
+
+    replaced = 0
+    for name, module in list(sys.modules.items()):
+        if name.startswith("sentray."):
+            for attribute in deciding & set(vars(module)):
+                monkeypatch.setattr(module, attribute, forbidden)
+                replaced += 1
+    assert replaced >= len(deciding)  # each is defined somewhere, most imported elsewhere too
+    encoder = SentenceEncoder(plan, model=tiny_bert, tokenizer=tokenizer)
+    assert encoder.encode(TEXTS[:2]).shape == (2, tiny_bert.config.hidden_size)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.dataset as pads
 import pytest
-from conftest import load_job
+from conftest import encoder_of, load_job
 
 from sentray.encode.export import save_model_directory
 from sentray.encode.model_info import ModelInfo, own_normalize
@@ -36,30 +36,33 @@ def sentence_transformer(folder: Path):
 def exported(model: str | Path, pooling: str, head: str | None, target: Path) -> Path:
     """`jobs/evaluate.py --model MODEL --pooling POOLING --head HEAD --export-st TARGET`."""
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
 
-    return save_model_directory(SentenceEncoder(EncoderConfig(
+    return save_model_directory(encoder_of(EncoderConfig(
         model=str(model), pooling=pooling, head=head, device="cpu")), target)
 
 
 def embed_job_vectors(model: str | Path, pooling: str | None = None,
                       head: str | None = None) -> tuple[np.ndarray, bool]:
     """The vectors `jobs/embed.py --model MODEL [--pooling POOLING --head HEAD]` stores for
-    TEXTS (its config resolved as the job resolves it: --normalize from the model), through the
+    TEXTS (its vector planned as the job plans it: --normalize from the model), through the
     job's own `EmbedBatch`, in-process; and whether they were normalized."""
     import pyarrow as pa
 
-    from sentray.embedding.actor import EmbedBatch, EmbedSpec
-    from sentray.embedding.config import EmbedConfig
+    from sentray.bulk_embedding.actor import EmbedBatch, EmbedSpec
+    from sentray.bulk_embedding.config import EmbedConfig
+    from sentray.bulk_embedding.job import stored_vector
     from sentray.encode.config import EncoderConfig
+    from sentray.precision.plan import plan_encoder
 
     config = EmbedConfig(encoder=EncoderConfig(model=str(model), pooling=pooling, head=head,
-                                               device="cpu")).resolved()
+                                               device="cpu"))
+    plan = plan_encoder(config.encoder)
+    vector = stored_vector(config.vector, plan)
     n = len(TEXTS)
-    table = EmbedBatch(EmbedSpec(config.encoder, config.vector))(pa.table({
+    table = EmbedBatch(EmbedSpec(plan, vector))(pa.table({
         "id": [str(i) for i in range(n)], "text": TEXTS, "read_error": [None] * n,
         "source": ["s"] * n, "row": list(range(n)), "source_rows": [n] * n}))
-    return np.stack(table.column("embedding").to_pylist()), config.vector.normalize
+    return np.stack(table.column("embedding").to_pylist()), vector.normalize
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +91,6 @@ def test_evaluate_export_loads_in_sentence_transformers_and_back_in_sentray(
     """`jobs/evaluate.py --export-st DIR`: sentence-transformers encodes as sentray's encoder
     does, and `jobs/evaluate.py --model DIR` (no pooling given) scores the same table."""
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
 
     evaluate = load_job("evaluate")
     flags = ["--tasks", "STSB,SICK-R", "--max-pairs", "30", "--data-dir", str(data_dir)]
@@ -102,7 +104,7 @@ def test_evaluate_export_loads_in_sentence_transformers_and_back_in_sentray(
     # the same weights through the same code in one process: equal up to float rounding
     assert reloaded == pytest.approx(original, abs=1e-6)
 
-    expected = SentenceEncoder(EncoderConfig(model=str(tiny_model_dir), pooling=pooling,
+    expected = encoder_of(EncoderConfig(model=str(tiny_model_dir), pooling=pooling,
                                              head=head, device="cpu")).encode(TEXTS)
     got = sentence_transformer(tmp_path / "st").encode(TEXTS)
     # sentence-transformers pads the whole list as one batch, sentray by length: padding
@@ -115,9 +117,8 @@ def test_training_export_makes_a_ditto_model_loadable(tmp_path, tiny_model_dir):
     run records: sentence-transformers loads it through SentrayEncoder, at its max_length, and
     sentray.json keeps the records."""
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
 
-    expected = SentenceEncoder(EncoderConfig(model=str(tiny_model_dir), pooling="ditto",
+    expected = encoder_of(EncoderConfig(model=str(tiny_model_dir), pooling="ditto",
                                              head="1-0", max_length=16, device="cpu"))
     target = save_model_directory(expected, tmp_path / "best-st",
                                   extra={"objective": "sifter", "step": 7})
@@ -135,9 +136,8 @@ def test_embed_job_and_sentence_transformers_agree_on_an_exported_ditto_model(
     """jobs/embed.py --model DIR (its pooling and head from DIR) and SentenceTransformer(DIR)
     give the same Ditto embeddings."""
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
 
-    folder = save_model_directory(SentenceEncoder(EncoderConfig(
+    folder = save_model_directory(encoder_of(EncoderConfig(
         model=str(tiny_model_dir), pooling="ditto", head="1-2", device="cpu")), tmp_path / "st")
     corpus = tmp_path / "texts.txt"
     corpus.write_text("\n".join(TEXTS) + "\n")
@@ -156,17 +156,16 @@ def test_a_sentray_folder_loads_without_trusting_the_folders_code(tmp_path, tiny
     from sentence_transformers import SentenceTransformer
 
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
     from sentray.encode.st_module import load_sentence_transformer
 
-    folder = save_model_directory(SentenceEncoder(EncoderConfig(
+    folder = save_model_directory(encoder_of(EncoderConfig(
         model=str(tiny_model_dir), pooling="ditto", head="1-2", device="cpu")), tmp_path / "st")
     with pytest.raises(ValueError, match="trust_remote_code"):
         SentenceTransformer(str(folder), device="cpu")
     ours = load_sentence_transformer(folder, device="cpu").encode(TEXTS)
     trusted = sentence_transformer(folder).encode(TEXTS)
     np.testing.assert_allclose(ours, trusted, rtol=1e-6, atol=1e-7)  # the same module, same code
-    mean = save_model_directory(SentenceEncoder(EncoderConfig(
+    mean = save_model_directory(encoder_of(EncoderConfig(
         model=str(tiny_model_dir), pooling="mean", device="cpu")), tmp_path / "mean")
     assert load_sentence_transformer(mean, device="cpu").encode(TEXTS).shape == (4, 32)
     modules = json.loads((folder / "modules.json").read_text())

@@ -1,5 +1,5 @@
-"""Model folders that are not what they claim stop a job before Ray starts, with a message
-naming the file and the problem."""
+"""Model folders that are not what they claim stop a job when it plans its encoder, before Ray
+starts or anything is written, with a message naming the file and the problem."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ def model(tmp_path, tiny_model_dir):
 
 
 def refused(folder, exit_message, job: str = "embed") -> str:
-    with pytest.raises(SystemExit) as info:
-        load_job(job).parse_config(["--model", str(folder)])  # parsing resolves: no Ray yet
+    output = folder.parent / f"{job}-output"
+    with pytest.raises(SystemExit) as info:  # the plan comes first: no Ray yet
+        load_job(job).main(["--model", str(folder), "--output", str(output)])
+    assert not output.exists() or not any(output.iterdir())  # nothing written
     return exit_message(info)
 
 

@@ -1,6 +1,6 @@
-"""A job looks its model up by name once (`resolve_model`), in its config's `resolved()`, and
-carries the `ResolvedModel` down: the checks, the settings record, the actor, the encoder, the
-tokenizer and the weights all take that object. What the model's files say (its facts: the
+"""A job looks its model up by name once (`resolve_model`), when it plans its encoder
+(`plan_encoder`), and carries the `ResolvedModel` down in the plan: the checks, the settings
+record, the actor, the encoder, the tokenizer and the weights all take that object. What the model's files say (its facts: the
 dimension, maximum length, own pooling and normalization, and the files' fingerprint) is read
 from them once per job too, and carried with it."""
 
@@ -12,7 +12,7 @@ import types
 from collections import Counter
 
 import pytest
-from conftest import load_job, with_flags
+from conftest import load_job
 
 from sentray.encode import model_loading
 
@@ -22,8 +22,9 @@ def lookups(monkeypatch) -> Counter:
     """Every call of `resolve_model`, wherever a sentray module imported it, counted by name."""
     import importlib
 
-    for name in ("sentray.encode.model_checks", "sentray.encode.encoder",
-                 "sentray.embedding.actor", "sentray.embedding.job", "sentray.evaluation.job"):
+    for name in ("sentray.encode.model_checks", "sentray.encode.encoder", "sentray.encode.plan",
+                 "sentray.precision.plan", "sentray.bulk_embedding.actor",
+                 "sentray.bulk_embedding.job", "sentray.evaluation.job"):
         importlib.import_module(name)  # what the jobs import lazily, imported before counting
     counts: Counter = Counter()
     original = model_loading.resolve_model
@@ -66,7 +67,7 @@ def fact_reads(monkeypatch) -> Counter:
 
 @pytest.fixture
 def no_ray(monkeypatch):
-    """No Ray connected in this process: the job runs its rows here (sentray.corpus.running),
+    """No Ray connected in this process: the job runs its rows here (sentray.corpus.execution),
     where the actor's own lookups can be counted."""
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False))
@@ -133,19 +134,18 @@ def test_a_relative_folder_is_found_from_the_working_directory_where_the_drivers
     assert absolute.path == "/driver/only/m"  # absent, and said so by whatever reads it
 
 
-def test_a_config_whose_model_is_replaced_carries_the_new_one(tmp_path):
+def test_a_config_names_its_model_the_plan_holds_it(tiny_model_dir):
+    """A config holds the name the user typed, never a looked-up model; each plan looks its
+    config's model up, so a config whose model is replaced plans the new one."""
     import dataclasses
 
-    from sentray.contrastive.config import TrainConfig
     from sentray.encode.config import EncoderConfig
+    from sentray.encode.plan import model_plan
 
-    located = EncoderConfig().located()
-    assert located.resolved_model.name == "all-MiniLM-L6-v2"
-    other = dataclasses.replace(located, model=str(tmp_path))
-    assert other.resolved_model == model_loading.ResolvedModel(str(tmp_path), "folder",
-                                                               str(tmp_path.resolve()))
-    assert dataclasses.replace(located, batch_size=8).resolved_model == located.resolved_model
-    assert EncoderConfig().resolved_model is None  # looked up by `located()`, not on creation
-    trained = with_flags(TrainConfig().resolved(), model="org/hub-model")
-    assert trained.encoder.resolved_model == model_loading.ResolvedModel("org/hub-model", "hub",
-                                                                 "org/hub-model")
+    config = EncoderConfig()
+    assert not any(isinstance(value, model_loading.ResolvedModel)
+                   for value in vars(config).values())
+    assert model_plan(config).model.name == "all-MiniLM-L6-v2"
+    other = model_plan(dataclasses.replace(config, model=str(tiny_model_dir)))
+    assert other.model == model_loading.ResolvedModel(str(tiny_model_dir), "folder",
+                                                      str(tiny_model_dir.resolve()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import encoder_of
 
 from sentray.encode.pooling import attention_diagonal, diagonal_weighted_sum, masked_mean, pool
 from sentray.encode.pooling_catalog import POOLINGS, canonical_pooling, parse_head
@@ -128,18 +129,17 @@ def test_static_poolings_read_the_word_embedding_table_as_dittos_official_code(t
     import numpy as np
 
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
     from sentray.encode.model_loading import load_encoder, resolve_model
 
     texts = ["A man is playing a guitar.", "Stocks fell.", "The cat sat on the mat today."]
-    static = SentenceEncoder(EncoderConfig(pooling="static_avg", device="cpu"))
+    static = encoder_of(EncoderConfig(pooling="static_avg", device="cpu"))
     table = static.model.get_input_embeddings().weight.detach().numpy().astype(np.float64)
     calls = []
     static.model.encoder.register_forward_hook(lambda *args: calls.append(1))
     got = static.encode(texts)
     assert calls == []  # no transformer layer ran
     eager = load_encoder(resolve_model("all-MiniLM-L6-v2"), attn_implementation="eager")
-    ditto = SentenceEncoder(EncoderConfig(pooling="ditto_static", head="1-3", device="cpu"))
+    ditto = encoder_of(EncoderConfig(pooling="ditto_static", head="1-3", device="cpu"))
     got_ditto = ditto.encode(texts)
     for row, text in enumerate(texts):
         ids = tokenizer(text)["input_ids"]  # with [CLS] and [SEP]

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import load_job
+from conftest import encoder_of, load_job
 from scipy.stats import spearmanr
 
 from sentray.evaluation import head_search, senteval
@@ -77,12 +77,11 @@ def test_markdown_table():
 
 def test_head_search_on_tiny_model(tokenizer, tiny_bert, data_dir, monkeypatch):
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
 
     original = load_sts_benchmark
     monkeypatch.setattr(head_search, "load_sts_benchmark",
                         lambda root, split: _first_pairs(original(root, split), 40))
-    encoder = SentenceEncoder(EncoderConfig(pooling="ditto", head="0-0"), model=tiny_bert,
+    encoder = encoder_of(EncoderConfig(pooling="ditto", head="0-0"), model=tiny_bert,
                               tokenizer=tokenizer)
     grid = search_head(encoder, data_dir)
     assert grid.shape == (2, 4)
@@ -96,7 +95,7 @@ def test_head_search_on_tiny_model(tokenizer, tiny_bert, data_dir, monkeypatch):
     dev = _first_pairs(original(data_dir, "dev"), 40)
     for layer in range(2):
         for head in range(4):
-            single = SentenceEncoder(EncoderConfig(pooling="ditto", head=f"{layer}-{head}",
+            single = encoder_of(EncoderConfig(pooling="ditto", head=f"{layer}-{head}",
                                                    ditto_impl="eager"),
                                      model=tiny_bert, tokenizer=tokenizer)
             cosine = torch.nn.functional.cosine_similarity(
@@ -157,9 +156,8 @@ def test_evaluate_job_searches_the_head_on_dev(data_dir, tmp_path):
     assert grid["grid"][layer][head] == max(max(row) for row in grid["grid"])
     # the test score is the chosen head's: its own encoder, cosines and scipy's Spearman
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
 
-    chosen = SentenceEncoder(EncoderConfig(pooling="ditto", head=grid["best_head"]))
+    chosen = encoder_of(EncoderConfig(pooling="ditto", head=grid["best_head"]))
     pairs = _first_pairs(senteval.load_task("STSBenchmark", data_dir), 150)
     a, b = chosen.encode(pairs.first), chosen.encode(pairs.second)
     cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)

@@ -106,7 +106,7 @@ def test_index_then_search_from_the_cli_and_python(embedded, copy_of, capsys):
     assert summary["index"] == "IVF_HNSW_SQ"
     assert_table_is_output(uri, output)
     table = read_table(uri)
-    stored = json.loads(table.schema.metadata[b"sentray.embedding"])
+    stored = json.loads(table.schema.metadata[b"sentray.bulk_embedding"])
     assert stored["settings"] == json.loads((output / "_settings.json").read_text())["settings"]
     text = table.to_arrow().to_pylist()[7]
     capsys.readouterr()
@@ -210,8 +210,8 @@ def test_bad_input_is_named(embedded, copy_of, tmp_path, exit_message):
 
 
 def test_int8_codes_are_refused_not_searched_as_floats(copy_of):
+    from sentray.bulk_embedding.output import EmbeddingOutput
     from sentray.index.embedding_record import describe_output
-    from sentray.kit import storage
 
     output = copy_of("out")
     settings = json.loads((output / "_settings.json").read_text())
@@ -219,7 +219,7 @@ def test_int8_codes_are_refused_not_searched_as_floats(copy_of):
     (output / "_settings.json").write_text(json.dumps(settings))
     with pytest.raises(ValueError, match="int8 codes.*--output-dtype float32, float16 or "
                                          "binary"):
-        describe_output(storage.locate(str(output)))
+        describe_output(EmbeddingOutput.at(str(output)))
 
 
 def test_a_binary_output_is_searched_by_hamming_then_rescored(embedded, tiny_model_dir,

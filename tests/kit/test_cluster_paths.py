@@ -187,15 +187,18 @@ def test_a_local_model_folder_on_many_machines_is_refused_unless_in_the_upload(m
 
 
 def test_the_embedding_job_names_its_model_folder_and_no_other_kind(tiny_model_dir, tmp_path):
-    from sentray.embedding.config import EmbedConfig
-    from sentray.embedding.job import EmbedJob
+    from sentray.bulk_embedding.config import EmbedConfig
+    from sentray.bulk_embedding.job import EmbedJob
+    from sentray.bulk_embedding.output import EmbeddingOutput
     from sentray.encode.config import EncoderConfig
+    from sentray.precision.plan import plan_encoder
 
     def folders(model: str) -> tuple[str, ...]:
         config = EmbedConfig(output=str(tmp_path), encoder=EncoderConfig(
-            model=model, pooling="mean")).resolved()
-        return EmbedJob(config=config, folders=(str(tmp_path),), settings={}, sources=[],
-                        ranges=None, metadata={}).model_folders()
+            model=model, pooling="mean"))
+        return EmbedJob(config=config, plan=plan_encoder(config.encoder),
+                        output=EmbeddingOutput.at(str(tmp_path)), folders=(str(tmp_path),),
+                        settings={}, sources=[], ranges=None, metadata={}).model_folders()
 
     assert folders(str(tiny_model_dir)) == (str(tiny_model_dir.resolve()),)
     assert folders("all-MiniLM-L6-v2") == ()  # packaged: found in each node's own Python

@@ -8,19 +8,13 @@ import logging
 
 import numpy as np
 import pytest
-from conftest import make_tiny_bert
+from conftest import encoder_of, make_tiny_bert
 
-from sentray.encode import precision_probe as probe_module
 from sentray.encode.config import EncoderConfig
-from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.precision_probe import (
-    MARGIN,
-    Measured,
-    choose,
-    int8_worth_preparing,
-    probe,
-    time_encode,
-)
+from sentray.precision import artefacts
+from sentray.precision import probe as probe_module
+from sentray.precision.plan import plan_encoder
+from sentray.precision.probe import MARGIN, Measured, choose, int8_worth_preparing, time_encode
 
 pytest.importorskip("onnxruntime")
 
@@ -83,6 +77,15 @@ def tiny_config(**fields) -> EncoderConfig:
     return EncoderConfig(pooling="mean", device="cpu", int8_calibration_rows=32, **fields)
 
 
+def decide(config: EncoderConfig, rows, threads, model, tokenizer):
+    """`auto` decided by the probe for `config`'s fp32 plan (what `plan_encoder` does on a
+    CPU)."""
+    plan = plan_encoder(config, module=model, tokenizer=tokenizer)
+    calibration = artefacts.Calibration(config.int8_calibration, config.int8_calibration_rows)
+    return probe_module.decide(plan, calibration, rows=rows, threads=threads, module=model,
+                               tokenizer=tokenizer)
+
+
 def fake_timings(monkeypatch, rates):
     """time_encode with real vectors (8 probe rows) and the given sentences/s per precision."""
     def fake(encode, texts, batch_size, floor=None, clock=None):
@@ -93,9 +96,8 @@ def fake_timings(monkeypatch, rates):
 def test_a_probe_with_fake_timings_decides_and_is_cached(tokenizer, monkeypatch, caplog):
     model = make_tiny_bert(tokenizer.vocab_size, seed=3)
     fake_timings(monkeypatch, {"fp32": 100.0, "bf16": 40.0, "int8": 180.0})
-    with caplog.at_level(logging.INFO, logger="sentray.encode.precision_probe"):
-        small = probe(tiny_config(), rows=1_000, threads=1, model=model,
-                  tokenizer=tokenizer, build=SentenceEncoder)
+    with caplog.at_level(logging.INFO, logger="sentray.precision.probe"):
+        small = decide(tiny_config(), 1_000, 1, model, tokenizer)
     # int8 not prepared for 1,000 rows; bf16 slower: fp32, and the log gives measured speeds
     assert small.precision == "fp32" and "int8 not tried" in small.why
     assert [m["precision"] for m in small.measured] == ["fp32", "bf16"]
@@ -103,29 +105,26 @@ def test_a_probe_with_fake_timings_decides_and_is_cached(tokenizer, monkeypatch,
     # the same CPU, model and pooling again: the cached decision, nothing measured
     monkeypatch.setattr(probe_module, "measure_candidates",
                         lambda *a, **k: pytest.fail("measured again"))
-    again = probe(tiny_config(), rows=1_000, threads=1, model=model,
-                  tokenizer=tokenizer, build=SentenceEncoder)
-    assert again.cached and again.precision == "fp32"
+    again = decide(tiny_config(), 1_000, 1, model, tokenizer)
+    assert "decided earlier" in again.why and again.precision == "fp32"
     monkeypatch.undo()
     fake_timings(monkeypatch, {"fp32": 100.0, "bf16": 40.0, "int8": 180.0})
     # a large job pays for int8: prepared, measured, passed its gate, chosen
-    large = probe(tiny_config(), rows=10_000_000, threads=1, model=model,
-                  tokenizer=tokenizer, build=SentenceEncoder)
-    assert large.precision == "int8" and large.int8_model is not None, large
+    large = decide(tiny_config(), 10_000_000, 1, model, tokenizer)
+    assert large.precision == "int8" and large.artefact is not None, large
+    assert large.runtime == "onnxruntime"
     int8 = next(m for m in large.measured if m["precision"] == "int8")
     assert int8["passed"] and int8["cosine_min"] >= probe_module.GATES["int8"]
     # another thread count is another kind of machine: probed anew
     fake_timings(monkeypatch, {"fp32": 100.0, "bf16": 300.0, "int8": 90.0})
-    other = probe(tiny_config(), rows=1_000, threads=2, model=model,
-                  tokenizer=tokenizer, build=SentenceEncoder)
-    assert not other.cached and other.precision == "bf16"
+    other = decide(tiny_config(), 1_000, 2, model, tokenizer)
+    assert "decided earlier" not in other.why and other.precision == "bf16"
 
 
 def test_an_encoder_with_auto_runs_what_the_probe_chose(tokenizer, monkeypatch):
     fake_timings(monkeypatch, {"fp32": 100.0, "bf16": 300.0, "int8": 90.0})
-    encoder = SentenceEncoder(tiny_config(precision="auto"),
-                              model=make_tiny_bert(tokenizer.vocab_size, seed=4),
-                              tokenizer=tokenizer)
+    encoder = encoder_of(tiny_config(precision="auto"),
+                         model=make_tiny_bert(tokenizer.vocab_size, seed=4), tokenizer=tokenizer)
     assert encoder.precision == "bf16"
     assert encoder.encode(["a sentence"]).shape == (1, 32)
 
@@ -135,29 +134,24 @@ def test_an_encoder_with_auto_runs_what_the_probe_chose(tokenizer, monkeypatch):
 def test_a_job_on_a_cluster_measures_auto_in_a_ray_task_with_an_actors_cpus(
         ray_cluster, tiny_model_dir, tmp_path, caplog):
     """On a cluster the probe runs where actors run (a task with an actor's CPUs), not in the
-    driver; its decision comes back with what it measured."""
+    driver; the decided plan comes back with what it measured."""
     import os
 
+    from sentray.bulk_embedding.job import where_actors_run
     from sentray.corpus.actor_pool import ActorPoolConfig
-    from sentray.corpus.sources import CorpusConfig
-    from sentray.embedding.config import EmbedConfig
-    from sentray.embedding.precision import decide_precision, probe_where_actors_run
-    from sentray.kit import storage
 
-    config = EmbedConfig(corpus=CorpusConfig(input=str(tmp_path)), output=str(tmp_path / "o"),
-                         encoder=tiny_config(model=str(tiny_model_dir), precision="auto"),
-                         pool=ActorPoolConfig(address=ray_cluster.address, in_process_rows=0))
-    config = config.resolved()
-    with caplog.at_level(logging.INFO, logger="sentray.embedding.precision"):
-        decision = probe_where_actors_run(config, 1_000)
+    pool = ActorPoolConfig(address=ray_cluster.address, in_process_rows=0)
+    where = where_actors_run(pool, 1_000)
+    assert (where.threads, where.cpus, where.address) == (1, 1.0, ray_cluster.address)
+    config = tiny_config(model=str(tiny_model_dir), precision="auto")
+    with caplog.at_level(logging.INFO, logger="sentray.precision.plan"):
+        plan = plan_encoder(config, rows=1_000, where=where)
     assert "measured in a Ray task on node" in caplog.text
     assert f"(pid {os.getpid()})" not in caplog.text
-    assert decision.threads == 1 and decision.measured[0]["precision"] == "fp32"
-    from sentray.encode import int8
-
-    identity, max_length = int8.model_identity(config.encoder)
-    cached = int8.read_cached(int8.cache_key(config.encoder, max_length, identity)) is not None
-    decided = decide_precision(config, storage.locate(str(tmp_path / "o")), 1_000)
+    assert plan.device == "cpu" and plan.measured[0]["precision"] == "fp32"
+    fp32 = plan_encoder(tiny_config(model=str(tiny_model_dir)))
+    cached = artefacts.read_cached(artefacts.artefact_key(
+        fp32, artefacts.Calibration(rows=32), fp32.model.fingerprint)) is not None
     # int8 is not prepared for 1,000 rows; an int8 model of this tiny one that an earlier test
     # of the session cached is a candidate, and may be measured the fastest
-    assert decided.encoder.precision in ("fp32", "bf16", *(("int8",) if cached else ()))
+    assert plan.precision in ("fp32", "bf16", *(("int8",) if cached else ()))

@@ -10,11 +10,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sentray.embedding.actor import EmbedBatch, EmbedSpec
-from sentray.embedding.config import VectorConfig
-from sentray.embedding.windows import WindowPlan, bounded_text, window_starts, windows_of
+from sentray.bulk_embedding.actor import EmbedBatch, EmbedSpec
+from sentray.bulk_embedding.config import VectorConfig
+from sentray.bulk_embedding.windows import WindowPlan, bounded_text, window_starts, windows_of
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
+from sentray.encode.plan import EncoderPlan
+from sentray.precision.plan import plan_encoder
 
 MAX_LENGTH = 12  # 10 text tokens a window besides [CLS] and [SEP]
 LONG = ("The jury further said in term-end presentments that the City Executive Committee, "
@@ -29,9 +31,9 @@ def records(texts: list[str | None]) -> pa.Table:
 
 
 @pytest.fixture(scope="module")
-def encoder_config(tiny_model_dir) -> EncoderConfig:
-    return EncoderConfig(model=str(tiny_model_dir), pooling="mean", max_length=MAX_LENGTH,
-                         device="cpu")
+def encoder_plan(tiny_model_dir) -> EncoderPlan:
+    return plan_encoder(EncoderConfig(model=str(tiny_model_dir), pooling="mean",
+                                      max_length=MAX_LENGTH, device="cpu"))
 
 
 def embeddings(table: pa.Table) -> np.ndarray:
@@ -63,16 +65,16 @@ def test_a_gigantic_text_is_cut_at_a_space_before_the_bound():
     assert bounded_text(nospace, 1000) == ("x" * 1000, True)
 
 
-def test_a_chunked_text_is_the_weighted_mean_of_its_windows(encoder_config, tokenizer):
+def test_a_chunked_text_is_the_weighted_mean_of_its_windows(encoder_plan, tokenizer):
     vector = VectorConfig(long_text="chunk", chunk_overlap=2, max_windows=8, normalize=False)
-    table = EmbedBatch(EmbedSpec(encoder_config, vector))(records([LONG, SHORT]))
+    table = EmbedBatch(EmbedSpec(encoder_plan, vector))(records([LONG, SHORT]))
     assert table.column("status").to_pylist() == ["chunked", "ok"]
     # the reference: every window encoded alone, by the plain encoder, and averaged by hand
     ids = tokenizer(LONG, add_special_tokens=False)["input_ids"]
     starts = list(range(0, len(ids) - 2, 8))  # room 10, stride 8, until a window reaches the end
     starts = [s for i, s in enumerate(starts) if i == 0 or starts[i - 1] + 10 < len(ids)]
     assert table.column("windows").to_pylist() == [len(starts), 1]
-    plain = SentenceEncoder(encoder_config)
+    plain = SentenceEncoder(encoder_plan)
     windows = [tokenizer.decode(ids[s:s + 10]) for s in starts]
     weights = np.array([min(10, len(ids) - s) + 2 for s in starts], np.float64)
     window_ids = [[tokenizer.cls_token_id, *ids[s:s + 10], tokenizer.sep_token_id]
@@ -86,19 +88,19 @@ def test_a_chunked_text_is_the_weighted_mean_of_its_windows(encoder_config, toke
     assert windows  # the windows decode to text (they are real token runs)
 
 
-def test_a_text_that_fits_one_window_gets_exactly_the_plain_vector(encoder_config):
+def test_a_text_that_fits_one_window_gets_exactly_the_plain_vector(encoder_plan):
     texts = [SHORT, "Stocks fell.", "The dog barked at the door."]
-    plain = EmbedBatch(EmbedSpec(encoder_config, VectorConfig()))(records(texts))
-    chunked = EmbedBatch(EmbedSpec(encoder_config, VectorConfig(long_text="chunk")))(records(texts))
+    plain = EmbedBatch(EmbedSpec(encoder_plan, VectorConfig()))(records(texts))
+    chunked = EmbedBatch(EmbedSpec(encoder_plan, VectorConfig(long_text="chunk")))(records(texts))
     # the same windows in the same batches through the same kernels: the same bits
     assert np.array_equal(embeddings(plain), embeddings(chunked))
     assert chunked.column("status").to_pylist() == ["ok"] * 3
-    truncated = EmbedBatch(EmbedSpec(encoder_config, VectorConfig()))(records([LONG]))
+    truncated = EmbedBatch(EmbedSpec(encoder_plan, VectorConfig()))(records([LONG]))
     assert truncated.column("status").to_pylist() == ["truncated"]
 
 
-def test_identical_texts_are_encoded_once_and_counted(encoder_config):
-    actor = EmbedBatch(EmbedSpec(encoder_config, VectorConfig(normalize=True)))
+def test_identical_texts_are_encoded_once_and_counted(encoder_plan):
+    actor = EmbedBatch(EmbedSpec(encoder_plan, VectorConfig(normalize=True)))
     first = actor(records([SHORT, LONG, SHORT, "", None, SHORT]))
     vectors = embeddings(first)
     # twins are copied from the first one's vector, not encoded again: the same bits anywhere
@@ -112,14 +114,14 @@ def test_identical_texts_are_encoded_once_and_counted(encoder_config):
     # block and stored by a float32 cast; no kernel runs on it again
     assert np.array_equal(embeddings(second)[0], vectors[1])
     # without dedupe every row is encoded, to the same vectors up to batch rounding
-    plain = EmbedBatch(EmbedSpec(encoder_config, dataclasses.replace(actor.vector, dedupe=False)))
+    plain = EmbedBatch(EmbedSpec(encoder_plan, dataclasses.replace(actor.vector, dedupe=False)))
     again = plain(records([SHORT, LONG, SHORT, "", None, SHORT]))
     assert not any(again.column("_copied").to_pylist())
     np.testing.assert_allclose(embeddings(again), vectors, rtol=1e-5, atol=1e-6)
 
 
-def test_the_cache_forgets_the_oldest_texts_beyond_its_size(encoder_config):
-    actor = EmbedBatch(EmbedSpec(encoder_config, VectorConfig(dedupe_cache_rows=2)))
+def test_the_cache_forgets_the_oldest_texts_beyond_its_size(encoder_plan):
+    actor = EmbedBatch(EmbedSpec(encoder_plan, VectorConfig(dedupe_cache_rows=2)))
     actor(records(["one", "two", "three"]))
     assert len(actor.cache) == 2
     assert actor(records(["one", "three"])).column("_copied").to_pylist() == [False, True]

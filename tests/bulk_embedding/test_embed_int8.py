@@ -13,12 +13,12 @@ import numpy as np
 import pyarrow.dataset as pads
 import pytest
 
+from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
+from sentray.bulk_embedding.job import run_embedding
+from sentray.bulk_embedding.query import QueryEncoder
 from sentray.corpus.sources import CorpusConfig
-from sentray.embedding.config import EmbedConfig, VectorConfig
-from sentray.embedding.job import run_embedding
-from sentray.embedding.query import QueryEncoder
-from sentray.encode import int8
 from sentray.encode.config import EncoderConfig
+from sentray.precision import artefacts
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("nncf")
@@ -66,7 +66,7 @@ def test_int8_job_stores_its_model_refuses_others_and_resumes_with_it(
     # a new file, an empty cache and no quantizer: the rows' own model encodes it
     shutil.copy(corpus / "a.txt", corpus / "b.txt")
     monkeypatch.setenv("SENTRAY_CACHE_DIR", str(tmp_path / "empty-cache"))
-    monkeypatch.setattr(int8, "quantize", lambda *a, **k: pytest.fail("a new int8 model"))
+    monkeypatch.setattr(artefacts, "quantize", lambda *a, **k: pytest.fail("a new int8 model"))
     again = run_embedding(first)
     assert again["settings"]["int8_model"] == digest and again["rows_in"] == 2 * len(TEXTS)
     stored = rows(output)

@@ -94,8 +94,8 @@ class Ranges:
         values = json.loads(path.read_text())
         values = values.get("ranges", values)
         if not {"minimum", "maximum"} <= set(values):
-            raise ValueError(f"{path}: expected `minimum` and `maximum` lists (or a job's "
-                             "_quantization.json)")
+            raise ValueError(f"{path}: expected `minimum` and `maximum` lists (or an "
+                             "embedding output's code book)")
         ranges = cls.from_json({**values, "source": str(path)})
         if len(ranges.minimum) != len(ranges.maximum) or np.any(ranges.maximum < ranges.minimum):
             raise ValueError(f"{path}: minimum and maximum must have one value per dimension, "

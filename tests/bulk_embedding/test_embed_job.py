@@ -5,6 +5,7 @@ loopback), and a check that the local cluster listens on loopback only."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import io
 import ipaddress
@@ -16,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import encoder_of
 
 from sentray.corpus.sources import CorpusConfig, discover_sources
 
@@ -42,9 +44,8 @@ def embed_job():
 @pytest.fixture(scope="module")
 def reference_encoder():
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
 
-    return SentenceEncoder(EncoderConfig())
+    return encoder_of(EncoderConfig())
 
 
 def source_keys(input_path: str | Path, **corpus) -> dict[str, str]:
@@ -280,7 +281,10 @@ def test_parquet_ids_nulls_custom_column_and_empty_file(ray_cluster, embed_job,
 
     # a rerun from the config the run wrote finds every file, the empty one included, complete
     written = output / "_config.yaml"
-    assert embed_job.parse_config(["--config", str(written)]) == embed_job.parse_config(args)
+    typed, _ = embed_job.parse_config(args)  # as typed; the file adds what the plan decided
+    assert embed_job.parse_config(["--config", str(written)])[0] == dataclasses.replace(
+        typed, encoder=dataclasses.replace(typed.encoder, pooling="last_avg"),
+        vector=dataclasses.replace(typed.vector, normalize=True))
     again = embed_job.main(["--config", str(written)])
     assert again["processed_this_run"] == []
     assert again["status"] == counts and again["incomplete_sources"] == []
@@ -446,7 +450,7 @@ def test_resume_redoes_only_missing_and_broken_sources(ray_cluster, embed_job, t
     # nothing left to do: no read, no actors
     import ray.data
 
-    from sentray.embedding.actor import EmbedBatch
+    from sentray.bulk_embedding.actor import EmbedBatch
     from sentray.encode.encoder import SentenceEncoder
 
     def must_not_run(*args, **kwargs):
@@ -667,7 +671,7 @@ def run_reading_example(output: Path, capsys) -> list[str]:
 @pytest.mark.ray
 def test_int8_chunked_output_a_refused_rerun_and_overwrite(ray_cluster, embed_job, tmp_path,
                                                            capsys):
-    from sentray.embedding.query import QueryEncoder
+    from sentray.bulk_embedding.query import QueryEncoder
 
     lines = [GUITAR, GUITAR, "Stocks fell sharply on Monday.", GUITAR, "",
              " ".join(["The committee met again and talked about the election."] * 60),
@@ -676,7 +680,7 @@ def test_int8_chunked_output_a_refused_rerun_and_overwrite(ray_cluster, embed_jo
     corpus.write_text("\n".join(lines) + "\n")
     output = tmp_path / "out"
     args = ["--input", str(corpus), "--output", str(output), *RAY_ARGS, "--output-dtype",
-            "int8", "--truncate-dim", "128", "--long-text", "chunk", "--calibration-rows", "20"]
+            "int8", "--truncate-dim", "128", "--long-text", "chunk", "--code-book-rows", "20"]
     summary = embed_job.main(args)
     table = read_all_output(output)
     assert table.schema.field("embedding").type == pa.list_(pa.int8(), 128)

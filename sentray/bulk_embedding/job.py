@@ -1,10 +1,11 @@
 """The bulk embedding job on the corpus-job driver: corpus -> map_batches(EmbedBatch) on an actor
 pool -> Parquet.
 
-Output layout (OUTPUT is a folder, local or s3://):
+Output layout (OUTPUT is a folder, local or s3://; `EmbeddingOutput` reads and writes it):
 
     OUTPUT/<source key>/part-<first row>-<end row>-of-<source rows>.parquet
-    OUTPUT/_summary.json       rows in/out, per status, rows not encoded (duplicates), settings
+    OUTPUT/_summary.json       rows in/out, per status, rows not encoded (duplicates), settings,
+                               the encoder's plan (precision, runtime, why)
     OUTPUT/_settings.json      what the vectors depend on; a rerun with other values stops
     OUTPUT/_quantization.json  int8/uint8: the code book every row (and query) is coded with
     OUTPUT/_int8_model.onnx    --precision int8: the model every row (and query) is encoded by
@@ -13,14 +14,14 @@ Output layout (OUTPUT is a folder, local or s3://):
 Each part holds a run of consecutive rows of one input file, so a file is done exactly when its
 parts tile [0, rows). That is what makes a rerun resume: complete files are skipped, the parts
 of incomplete ones are deleted and redone. Every input row comes out once, with its `status`
-(`sentray.embedding.actor`). Columns: id, embedding (`fixed_size_list<dtype>[width]`), status
+(`sentray.bulk_embedding.actor`). Columns: id, embedding (`fixed_size_list<dtype>[width]`), status
 (windows with --long-text chunk), source, row; each file's Parquet schema metadata records the
 model, pooling, dimension, normalization and dtype (`sentray.vectors`).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import ClassVar
@@ -29,19 +30,25 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sentray.corpus import corpus_job, output_records, part_files
-from sentray.corpus.actor_pool import ActorPlan
+from sentray.bulk_embedding import code_book, vectors
+from sentray.bulk_embedding.actor import STATUSES, EmbedBatch, EmbedSpec
+from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
+from sentray.bulk_embedding.output import EmbeddingOutput, ranges_digest
+from sentray.corpus import corpus_job, execution, part_files
+from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
 from sentray.corpus.source_runs import source_runs
-from sentray.corpus.sources import Source, discover_sources, estimate_rows, read_format
-from sentray.embedding import calibration, precision, vectors
-from sentray.embedding.actor import STATUSES, EmbedBatch, EmbedSpec
-from sentray.embedding.config import EmbedConfig
-from sentray.encode.model_info import model_facts
+from sentray.corpus.sources import (
+    CorpusConfig,
+    Source,
+    discover_sources,
+    estimate_rows,
+    read_format,
+)
+from sentray.encode.plan import EncoderPlan
 from sentray.kit import storage
+from sentray.precision.plan import Where, plan_encoder
 
 logger = logging.getLogger(__name__)
-
-VECTORS_METADATA_KEY = b"sentray.vectors"
 
 
 def output_schema(dimension: int, id_type: pa.DataType, dtype: vectors.OutputDtype = "float32",
@@ -54,43 +61,49 @@ def output_schema(dimension: int, id_type: pa.DataType, dtype: vectors.OutputDty
     return pa.schema(fields, metadata=metadata)
 
 
-def embed_settings(config: EmbedConfig, ranges: vectors.Ranges | None,
-                   sources: list[Source]) -> dict:
-    """What the stored vectors depend on (OUTPUT/_settings.json): a rerun with any other value
-    would mix two kinds of vector in one output. Only what changes a vector: the model by its
-    files (its name or folder is recorded, not compared: `settings_record.comparable`), the
-    format as the files are read (`read_format`), a --truncate-dim equal to the model's
-    dimension as none (`EmbedConfig.resolved`)."""
-    encoder, vector, corpus = config.encoder, config.vector, config.corpus
-    model = encoder.resolved_model  # `config` is resolved: the model was looked up there
+def stored_vector(vector: VectorConfig, plan: EncoderPlan) -> VectorConfig:
+    """The vector as the plan's model makes it: normalized as the model does unless asked,
+    a --truncate-dim checked against its width (one equal to it: no truncation)."""
+    if vector.normalize is None:
+        vector = dataclasses.replace(vector, normalize=plan.normalize)
+    if vector.truncate_dim is not None and vector.truncate_dim > plan.dimension:
+        raise ValueError(f"--truncate-dim {vector.truncate_dim} is more than model "
+                         f"{plan.model.name!r} has: its vectors have {plan.dimension} dimensions")
+    if vector.truncate_dim == plan.dimension:  # all of them: the same as no truncation
+        vector = dataclasses.replace(vector, truncate_dim=None)
+    return vector
+
+
+def repeating(config: EmbedConfig, plan: EncoderPlan, vector: VectorConfig) -> EmbedConfig:
+    """The flags that repeat this run (what `_config.yaml` records): the read-out the plan
+    decided and the vector as stored, beside what was typed."""
+    return dataclasses.replace(config, vector=vector, encoder=dataclasses.replace(
+        config.encoder, pooling=plan.pooling, head=plan.head))
+
+
+def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
+                   sources: list[Source], ranges: vectors.Ranges | None) -> dict:
+    """What the stored vectors depend on (the output's settings record): a rerun with any other
+    value would mix two kinds of vector in one output. Only what changes a vector: the model by
+    its files (its name or folder is recorded, not compared: `settings_record.comparable`), the
+    plan's read-out, length and precision, the vector as stored (`stored_vector`), the
+    format as the files are read (`read_format`)."""
     chunk = vector.long_text == "chunk"
     return {
-        "model": encoder.model, "model_files": model.fingerprint,
-        "pooling": encoder.pooling, "head": encoder.head,
-        "max_length": encoder.max_length or model_facts(model).max_length,
-        "precision": encoder.precision,
+        "model": plan.model.name, "model_files": plan.model.fingerprint,
+        "pooling": plan.pooling, "head": plan.head, "max_length": plan.max_length,
+        "precision": plan.precision,
         # int8: the quantized model's digest (another calibration or tool version is another
         # model, and a rerun with it is refused like any other setting)
-        "int8_model": encoder.int8_model.digest if encoder.int8_model is not None else None,
-        "dimension": vector.output_dimension(model_facts(model).dimension),
+        "int8_model": plan.artefact.digest if plan.artefact is not None else None,
+        "dimension": vector.output_dimension(plan.dimension),
         "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
-        "output_dtype": vector.output_dtype,
-        "quantization_ranges": calibration.ranges_digest(ranges),
+        "output_dtype": vector.output_dtype, "quantization_ranges": ranges_digest(ranges),
         "long_text": vector.long_text, "chunk_overlap": vector.chunk_overlap if chunk else None,
         "max_windows": vector.max_windows if chunk else None,
         "text_column": corpus.text_column, "id_column": corpus.id_column,
         "format": read_format(corpus, sources),
     }
-
-
-def vectors_metadata(settings: dict, ranges: vectors.Ranges | None) -> dict:
-    """The Parquet schema metadata of every output file: the settings the vectors were made
-    with (model, its files' digest, pooling, head, max length, precision, dimension,
-    normalization, dtype, long texts) and, for int8/uint8, the code book itself, so that one
-    file copied anywhere says how to embed and quantize queries like its rows
-    (`QueryEncoder(file)`)."""
-    described = {**settings, "code_book": ranges.to_json() if ranges is not None else None}
-    return {VECTORS_METADATA_KEY: json.dumps(described, default=str).encode()}
 
 
 # Output files of about this size by default (--rows-per-file unset): big enough for query
@@ -151,13 +164,14 @@ class EmbedJob(corpus_job.CorpusJob):
     """The embedding job on the corpus-job driver: `EmbedBatch` actors, one output folder."""
 
     name: ClassVar[str] = "embed"
-    config: EmbedConfig  # resolved: the model looked up once, the precision decided
+    config: EmbedConfig  # the flags that repeat the run (`repeating`)
+    plan: EncoderPlan  # the encoder every actor builds, decided in the driver
+    output: EmbeddingOutput
     ranges: vectors.Ranges | None  # int8/uint8: the code book
-    metadata: dict  # every output file's schema metadata (`vectors_metadata`)
+    metadata: dict  # every output file's schema metadata (`EmbeddingOutput.file_metadata`)
 
     def actor(self) -> ActorPlan[EmbedSpec]:
-        config = self.config
-        return ActorPlan(EmbedBatch, EmbedSpec(config.encoder, config.vector, self.ranges,
+        return ActorPlan(EmbedBatch, EmbedSpec(self.plan, self.config.vector, self.ranges,
                                                self.metadata))
 
     def route(self, folders: list[storage.Location]) -> part_files.Route:
@@ -175,38 +189,50 @@ class EmbedJob(corpus_job.CorpusJob):
         return summarize(folders[0], sources)
 
     def before_rows(self, folders: list[storage.Location]) -> None:
-        if self.config.encoder.int8_model is not None:
-            precision.write_stored(folders[0], self.config.encoder.int8_model)
+        if self.plan.artefact is not None:
+            self.output.write_artefact(self.plan.artefact)
         if self.ranges is not None:
-            calibration.write_stored(folders[0], self.config.vector.output_dtype, self.ranges)
+            self.output.write_code_book(self.config.vector.output_dtype, self.ranges)
 
     def run_figures(self, summary: dict, run: dict) -> dict:
         return run_figures(summary, run, self.config.price_per_hour)
 
     def model_folders(self) -> tuple[str, ...]:
-        model = self.config.encoder.resolved_model
+        model = self.plan.model
         return (model.location,) if model.kind == "folder" else ()
+
+
+def where_actors_run(pool: ActorPoolConfig, rows: int) -> Where:
+    """Where this job's encoders run: in this process (a small input, no cluster), else in
+    actors of the pool's CPUs and GPUs, each encoder on its actor's CPUs."""
+    if execution.in_process_chosen(pool, rows):
+        return Where()
+    return Where(threads=max(1, int(pool.cpus_per_actor)), cpus=pool.cpus_per_actor,
+                 gpus=pool.num_gpus, address=pool.address)
 
 
 def run_embedding(config: EmbedConfig) -> dict:
     """Embed every row of the corpus into `config.output`; returns the summary."""
-    output = storage.locate(config.output, config.corpus.s3_endpoint)
-    config = config.resolved()
+    output = EmbeddingOutput.at(config.output, config.corpus.s3_endpoint)
     sources = discover_sources(config.corpus, exclude=[config.output])
-    config = precision.decide_precision(config, output,
-                                        sum(estimate_rows(s) for s in sources))
-    settings, ranges = embed_settings(config, None, sources), None
-    if config.vector.output_dtype in vectors.SCALAR:
-        # a rerun that will be refused is refused before the code book is calibrated (minutes
-        # of encoding on a CPU); the code book itself is compared once it is known
-        if not config.overwrite:
-            output_records.check_settings([output], settings, ignore=("quantization_ranges",))
-        ranges = calibration.resolve_ranges(config, output, sources)
-        settings["quantization_ranges"] = calibration.ranges_digest(ranges)
+    rows = sum(estimate_rows(s) for s in sources)
+    kept = None if config.overwrite else output.kept()  # what its rows were made with
+    plan = plan_encoder(config.encoder, rows=rows, where=where_actors_run(config.pool, rows),
+                        kept=kept)
+    vector = stored_vector(config.vector, plan)
     rows_per_file = config.rows_per_file
     if rows_per_file is None:
-        rows_per_file = default_rows_per_file(settings["dimension"], config.vector.output_dtype)
+        rows_per_file = default_rows_per_file(vector.output_dimension(plan.dimension),
+                                              vector.output_dtype)
+    # int8/uint8: the code book the rows were written with, else one measured now (minutes of
+    # encoding on a CPU), but never for an output that holds rows, which the settings check
+    # then refuses (another dtype, or its code book lost)
+    ranges = code_book.code_book(plan, vector, config.corpus, sources,
+                                 kept=output.code_book() if kept else None,
+                                 may_measure=kept is None)
+    settings = embed_settings(plan, vector, config.corpus, sources, ranges)
     return corpus_job.run_corpus_job(EmbedJob(
-        config=config, folders=(config.output,), settings=settings, sources=sources,
+        config=repeating(config, plan, vector), plan=plan, output=output,
+        folders=(config.output,), settings=settings, sources=sources,
         rows_per_file=rows_per_file or None, ranges=ranges,
-        metadata=vectors_metadata(settings, ranges)))
+        metadata=output.file_metadata(settings, ranges)))

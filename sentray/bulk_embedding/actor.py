@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from sentray.bulk_embedding import vectors
+from sentray.bulk_embedding.config import VectorConfig
+from sentray.bulk_embedding.windows import WindowPlan, bounded_text, windows_of
 from sentray.corpus.actor_pool import ActorClock
-from sentray.embedding import vectors
-from sentray.embedding.config import VectorConfig
-from sentray.embedding.windows import WindowPlan, bounded_text, windows_of
-from sentray.encode.config import EncoderConfig
+from sentray.encode.plan import EncoderPlan
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +37,8 @@ EMBEDDED = ("ok", "truncated", "chunked")
 class EmbedSpec:
     """What an `EmbedBatch` is built from: the job hands the same one to every actor."""
 
-    encoder: EncoderConfig  # resolved by the job: its model looked up once, in the driver
-    vector: VectorConfig = field(default_factory=VectorConfig)
+    plan: EncoderPlan  # decided once, in the job's driver: every actor builds the same encoder
+    vector: VectorConfig = field(default_factory=VectorConfig)  # for the plan (`job.stored_vector`)
     ranges: vectors.Ranges | None = None  # int8/uint8: the code book every row is coded with
     metadata: dict | None = None  # the output files' schema metadata (what the vectors are)
 
@@ -68,13 +68,13 @@ class EmbedBatch:
         # this class to hand it to Ray Data (2 s of a 2-core machine's start-up)
         from sentray.encode.encoder import SentenceEncoder, special_tokens
 
-        self.encoder = SentenceEncoder(spec.encoder)
+        self.encoder = SentenceEncoder(spec.plan)
         self.vector, self.ranges = spec.vector, spec.ranges
         self.metadata = spec.metadata  # the output's schema metadata (what the vectors are)
         self.prefix, self.suffix = special_tokens(self.encoder.tokenizer)
         self.specials = len(self.prefix) + len(self.suffix)
         chunk = spec.vector.long_text == "chunk"
-        self.plan = WindowPlan.of(self.encoder.max_length, self.specials,
+        self.windows = WindowPlan.of(self.encoder.max_length, self.specials,
                                   spec.vector.chunk_overlap if chunk else 0,
                                   spec.vector.max_windows if chunk else 1)
         self.cache: OrderedDict[bytes, Encoded] = OrderedDict()
@@ -114,7 +114,7 @@ class EmbedBatch:
         columns = {"id": batch.column("id"),
                    "embedding": vectors.arrow_vectors(stored, self.vector.output_dtype, valid),
                    "status": pa.array(status, pa.string())}
-        if self.plan.max_windows > 1:
+        if self.windows.max_windows > 1:
             columns["windows"] = pa.array([results[i].windows if i in results else 0
                                            for i in range(rows)], pa.int32())
         for name in ("source", "row", "source_rows"):
@@ -152,7 +152,7 @@ class EmbedBatch:
 
         if not texts:  # a block of nulls, blanks or texts this actor has seen: nothing to encode
             return {}
-        keys, plan = list(texts), self.plan
+        keys, plan = list(texts), self.windows
         bounded = [bounded_text(texts[key], plan.char_limit) for key in keys]
         # whole (bounded) texts: the windows cut them; verbose=False, so transformers does not
         # warn that a text is longer than the model reads

@@ -21,7 +21,7 @@ How it decides:
    against 2.2 s of encoding, measured here). Otherwise the log says what it would take.
 
 The decision (speeds, cosines, choice) is cached per CPU model, thread count, model files,
-pooling, head, max length and int8 model in $SENTRAY_CACHE_DIR/precision/<key>.json: the probe
+pooling, head, max length and int8 model in $SENTRAY_CACHE_DIR/precision/<key>/: the probe
 runs once per kind of machine, not per job.
 """
 
@@ -34,12 +34,14 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
 
-from sentray.encode.config import EncoderConfig
+from sentray.encode.plan import Artefact, EncoderPlan
+from sentray.kit.cpu import cpu_info
+from sentray.precision import artefacts, cache
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +76,6 @@ class Decision:
     cpu: str
     threads: int
     cached: bool = False
-    int8_model: object | None = field(default=None, repr=False)  # int8 chosen: its model
-
-    def record(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "int8_model"}
 
 
 def probe_texts() -> list[str]:
@@ -135,36 +133,24 @@ def int8_worth_preparing(rows: int | None, fp32_rate: float,
                    "run once with --precision int8 to prepare and cache it")
 
 
-def decision_key(config: EncoderConfig, threads: int, int8_key: str | None) -> str:
-    from sentray.encode.precision import cpu_info
-
+def decision_key(plan: EncoderPlan, threads: int, int8_digest: str | None) -> str:
     made_of = {"cpu": cpu_info()["name"], "threads": threads,
-               "model": config.resolved_model.fingerprint, "pooling": config.pooling,
-               "head": config.head, "max_length": config.max_length, "batch": config.batch_size,
-               "int8": int8_key}
+               "model": plan.model.fingerprint, "pooling": plan.pooling, "head": plan.head,
+               "max_length": plan.max_length, "batch": plan.batch_size, "int8": int8_digest}
     return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()[:24]
 
 
 def read_decision(key: str) -> Decision | None:
-    from sentray.encode.int8 import cache_dir
-
+    found = cache.read_files("precision", key, "decision.json")
     try:
-        record = json.loads((cache_dir() / "precision" / f"{key}.json").read_text())
-        return Decision(**{**record, "cached": True})
-    except (OSError, ValueError, TypeError):
+        return None if found is None else Decision(**{**json.loads(found[0]), "cached": True})
+    except (ValueError, TypeError):
         return None
 
 
 def write_decision(key: str, decision: Decision) -> None:
-    import os
-
-    from sentray.encode.int8 import cache_dir
-
-    folder = cache_dir() / "precision"
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".{key}.{os.getpid()}.partial"
-    partial.write_text(json.dumps(decision.record(), indent=1))
-    os.replace(partial, folder / f"{key}.json")
+    cache.write_files("precision", key, {
+        "decision.json": json.dumps(dataclasses.asdict(decision), indent=1).encode()})
 
 
 def log_decision(decision: Decision) -> None:
@@ -178,24 +164,19 @@ def log_decision(decision: Decision) -> None:
                 told)
 
 
-def probe(config: EncoderConfig, *, rows: int | None, build: Callable,
-          threads: int | None = None, model=None, tokenizer=None) -> Decision:
-    """`auto` decided on this CPU for `config` (resolved) and a job of `rows` rows (None:
-    unknown), on `threads` torch threads (default: this process's); cached per kind of
-    machine (a cached decision imports no torch). `build(config, model=, tokenizer=)` makes
-    each candidate's encoder (`SentenceEncoder`); with `model`/`tokenizer` (tests), those are
-    probed."""
-    from sentray.encode import int8
-    from sentray.encode.precision import cpu_info
-
-    config = dataclasses.replace(config.resolved(), device="cpu")
+def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int | None,
+           threads: int | None = None, module=None, tokenizer=None) -> EncoderPlan:
+    """`plan` (fp32, on a CPU) in the precision `auto` chooses for a job of `rows` rows (None:
+    unknown) on `threads` torch threads (default: this process's), its int8 artefact with it
+    when int8 is chosen. The decision is cached per kind of machine (a cached decision imports
+    no torch). `module`/`tokenizer`: a model handed in (tests), probed as it is."""
     threads = threads or default_threads()
-    identity, max_length = int8.model_identity(config, model, tokenizer)
-    int8_key = int8.cache_key(config, max_length, identity)
-    ready = int8.read_cached(int8_key)
-    key = decision_key(config, threads, ready.digest if ready else None)
+    int8_key = artefacts.artefact_key(plan, calibration,
+                                      artefacts.model_identity(plan, module))
+    ready = artefacts.read_cached(int8_key)
+    key = decision_key(plan, threads, ready.digest if ready else None)
     decision = read_decision(key)
-    if decision is not None and ready is None and reconsider_int8(decision, rows, config):
+    if decision is not None and ready is None and reconsider_int8(decision, rows, calibration):
         decision = None  # decided for a smaller job, without int8: this one may pay for it
     if decision is None:
         import torch
@@ -203,26 +184,30 @@ def probe(config: EncoderConfig, *, rows: int | None, build: Callable,
         previous = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
-            decision = measure_candidates(config, rows, threads, ready, build, model, tokenizer)
+            decision = measure_candidates(plan, calibration, rows, threads, ready, module,
+                                          tokenizer)
         finally:
             torch.set_num_threads(previous)
-        if ready is None and (ready := int8.read_cached(int8_key)) is not None:
-            key = decision_key(config, threads, ready.digest)  # prepared while measuring
+        if ready is None and (ready := artefacts.read_cached(int8_key)) is not None:
+            key = decision_key(plan, threads, ready.digest)  # prepared while measuring
         write_decision(key, decision)
-    if decision.precision == "int8":
-        decision.int8_model = ready or int8.read_cached(int8_key)
-        if decision.int8_model is None:  # chosen after preparing it: in the cache now
-            raise RuntimeError(f"int8 was chosen but its model {int8_key} is not in the cache")
-    decision.cpu = decision.cpu or cpu_info()["name"]
     log_decision(decision)
-    return decision
+    artefact = None
+    if decision.precision == "int8":
+        artefact = ready or artefacts.read_cached(int8_key)
+        if artefact is None:  # chosen after preparing it: in the cache now
+            raise RuntimeError(f"int8 was chosen but its model {int8_key} is not in the cache")
+    when = " (decided earlier on this kind of machine)" if decision.cached else ""
+    return plan.running(decision.precision, why=f"auto{when}: {decision.why}",
+                        artefact=artefact, measured=tuple(decision.measured))
 
 
-def reconsider_int8(decision: Decision, rows: int | None, config: EncoderConfig) -> bool:
+def reconsider_int8(decision: Decision, rows: int | None,
+                    calibration: artefacts.Calibration) -> bool:
     """Whether a cached decision that left int8 out should be made again for `rows`."""
     rates = {m["precision"]: m["rate"] for m in decision.measured}
     return ("int8" not in rates and "fp32" in rates
-            and int8_worth_preparing(rows, rates["fp32"], config.int8_calibration_rows)[0])
+            and int8_worth_preparing(rows, rates["fp32"], calibration.rows)[0])
 
 
 def default_threads() -> int:
@@ -237,28 +222,32 @@ def default_threads() -> int:
                else os.cpu_count() or 1)
 
 
-def measure_candidates(config: EncoderConfig, rows: int | None, threads: int, ready, build,
-                       model, tokenizer) -> Decision:
+def measure_candidates(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
+                       threads: int, ready: Artefact | None, module, tokenizer) -> Decision:
     """Every candidate timed on the probe sentences; the decision by `choose`."""
-    from sentray.encode.precision import cpu_info
+    from sentray.encode.encoder import SentenceEncoder
 
-    def encoder(precision: str, **extra):
-        own = copy.deepcopy(model) if model is not None and precision == "bf16" else model
-        return build(dataclasses.replace(config, precision=precision, **extra), model=own,
-                     tokenizer=tokenizer)
+    def encoder(precision: str, artefact: Artefact | None = None) -> SentenceEncoder:
+        own = copy.deepcopy(module) if module is not None and precision == "bf16" else module
+        return SentenceEncoder(plan.running(precision, why="probed", artefact=artefact),
+                               model=own, tokenizer=tokenizer)
 
-    texts, batch = probe_texts(), config.batch_size
+    texts, batch = probe_texts(), plan.batch_size
     rate, reference = time_encode(encoder("fp32").encode, texts, batch)
     measured = [Measured("fp32", rate, len(reference), 1.0, 1.0, True)]
     notes = []
     for precision in CANDIDATES[1:]:
-        if precision == "int8" and ready is None:
-            worth, note = int8_worth_preparing(rows, rate, config.int8_calibration_rows)
-            notes.append(note)
-            if not worth:
-                continue
-        candidate = encoder(precision, **({"int8_model": ready} if precision == "int8" else {}))
-        speed, vectors = time_encode(candidate.encode, texts, batch, floor=rate / 2)
+        artefact = None
+        if precision == "int8":
+            if ready is None:
+                worth, note = int8_worth_preparing(rows, rate, calibration.rows)
+                notes.append(note)
+                if not worth:
+                    continue
+            artefact = ready or artefacts.prepare_int8(plan, calibration, module=module,
+                                                       tokenizer=tokenizer)
+        speed, vectors = time_encode(encoder(precision, artefact).encode, texts, batch,
+                                     floor=rate / 2)
         common = min(len(vectors), len(reference))  # the first rows of the same sentences
         similar = cosines(vectors[:common], reference[:common])
         measured.append(Measured(precision, speed, common, float(similar.min()),
@@ -269,10 +258,3 @@ def measure_candidates(config: EncoderConfig, rows: int | None, threads: int, re
                     [{k: round(v, 6) if isinstance(v, float) else v
                       for k, v in dataclasses.asdict(m).items()} for m in measured],
                     cpu_info()["name"], threads)
-
-
-def decide_for_encoder(config: EncoderConfig, build: Callable, *, model=None,
-                       tokenizer=None) -> str:
-    """auto for an encoder built on its own (evaluate, a query encoder): probed for a job of
-    unknown size (int8 only if its model is already prepared)."""
-    return probe(config, rows=None, build=build, model=model, tokenizer=tokenizer).precision

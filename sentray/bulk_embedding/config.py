@@ -1,20 +1,19 @@
 """`EmbedConfig`: the bulk embedding job, and `VectorConfig`: the vector it stores (Matryoshka
 dimension, normalization, dtype, long texts, duplicates). Resources come from here, never from
-code; validated on construction, and `resolved()` decides what depends on the model."""
+code; validated on construction. What depends on the model (its own normalization, its width)
+is decided by the job from its plan (`sentray.bulk_embedding.job.stored_vector`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
+from sentray.bulk_embedding import vectors
 from sentray.corpus.actor_pool import ActorPoolConfig
 from sentray.corpus.sources import CorpusConfig
-from sentray.embedding import vectors
 from sentray.encode.config import EncoderConfig
-from sentray.encode.model_info import model_facts
 from sentray.kit.validation import check_at_least, check_choices
 
 LongText = Literal["truncate", "chunk"]
@@ -32,10 +31,11 @@ class VectorConfig:
     # float32 | float16 | int8 | uint8 (per-dimension ranges, one code book for the corpus) |
     # binary | ubinary (one bit per dimension, packed 8 to a byte)
     output_dtype: vectors.OutputDtype = "float32"
-    # int8/uint8: ranges from this file (a _quantization.json, {minimum, maximum} JSON or a
-    # (2, D) .npy); None: calibrated on the first calibration_rows texts of the input
+    # int8/uint8: the code book's ranges from this file (an output's code book, {minimum,
+    # maximum} JSON or a (2, D) .npy); None: measured on the first code_book_rows texts of the
+    # input
     quantization_ranges: str | None = None
-    calibration_rows: int = 10_000  # int8/uint8 without a ranges file: texts calibrated on
+    code_book_rows: int = 10_000  # int8/uint8 without a ranges file: texts the ranges are of
     # a text longer than the model reads: truncate (embed its start) or chunk (the weighted mean
     # of its windows of max_length tokens)
     long_text: LongText = "truncate"
@@ -47,7 +47,7 @@ class VectorConfig:
     def __post_init__(self) -> None:
         check_choices(self)
         check_at_least(1, truncate_dim=self.truncate_dim, max_windows=self.max_windows)
-        check_at_least(2, calibration_rows=self.calibration_rows)
+        check_at_least(2, code_book_rows=self.code_book_rows)
         check_at_least(0, chunk_overlap=self.chunk_overlap,
                        dedupe_cache_rows=self.dedupe_cache_rows)
         if self.quantization_ranges and self.output_dtype not in vectors.SCALAR:
@@ -65,11 +65,11 @@ class VectorConfig:
         return vectors.normalize(out) if self.normalize else out.astype(np.float32, copy=False)
 
 
+
 @dataclass(frozen=True)
 class EmbedConfig:
-    """The bulk embedding job. Validated on construction; `resolved()` decides what depends on
-    the model (its own pooling, Ditto head and normalization, its dimension) and on the pool (a
-    GPU pool encodes on cuda)."""
+    """The bulk embedding job. Validated on construction; what depends on the model and the
+    pool is decided by the job's plan (`sentray.precision.plan_encoder`)."""
 
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     output: str = "out/embeddings"  # output folder, local or s3://
@@ -100,21 +100,3 @@ class EmbedConfig:
         if self.rows_per_file is not None and self.rows_per_file < 0:
             raise ValueError(f"rows_per_file must be >= 0 (0: a file per block), got "
                              f"{self.rows_per_file}")
-
-    def resolved(self) -> EmbedConfig:
-        # the model looked up and checked (a broken model folder fails here, not in an actor),
-        # and its own pooling decided, once, here: the actors get this config
-        encoder = self.encoder.resolved()
-        model = encoder.resolved_model
-        if self.pool.num_gpus > 0 and encoder.device == "auto":
-            encoder = dataclasses.replace(encoder, device="cuda")
-        vector = self.vector
-        if vector.normalize is None:
-            vector = dataclasses.replace(vector, normalize=model_facts(model).normalize)
-        dimension = model_facts(model).dimension
-        if vector.truncate_dim is not None and vector.truncate_dim > dimension:
-            raise ValueError(f"--truncate-dim {vector.truncate_dim} is more than model "
-                             f"{encoder.model!r} has: its vectors have {dimension} dimensions")
-        if vector.truncate_dim == dimension:  # all of them: the same vectors as no truncation
-            vector = dataclasses.replace(vector, truncate_dim=None)
-        return dataclasses.replace(self, encoder=encoder, vector=vector)

@@ -25,13 +25,14 @@ from corpus_shapes import corpora, discover, expected_rows, run_in_process, writ
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sentray.bulk_embedding import vectors
+from sentray.bulk_embedding.actor import EmbedBatch, EmbedSpec
+from sentray.bulk_embedding.config import VectorConfig
+from sentray.bulk_embedding.job import output_schema, summarize
 from sentray.corpus import part_files
-from sentray.embedding import vectors
-from sentray.embedding.actor import EmbedBatch, EmbedSpec
-from sentray.embedding.config import VectorConfig
-from sentray.embedding.job import output_schema, summarize
 from sentray.encode.config import EncoderConfig
 from sentray.kit import storage
+from sentray.precision.plan import plan_encoder
 
 MAX_LENGTH = 12  # the tiny model reads 10 text tokens: `long` rows are truncated or chunked
 DIMENSION = 32
@@ -53,8 +54,8 @@ class Encoders:
     but hundreds of examples would load it hundreds of times)."""
 
     def __init__(self, model_dir: Path) -> None:
-        self.encoder = EncoderConfig(model=str(model_dir), pooling="mean", max_length=MAX_LENGTH,
-                                     device="cpu")
+        self.encoder = plan_encoder(EncoderConfig(model=str(model_dir), pooling="mean",
+                                                  max_length=MAX_LENGTH, device="cpu"))
         self.actors: dict[tuple, EmbedBatch] = {}
         self.solo_vectors: dict[tuple, np.ndarray] = {}
 

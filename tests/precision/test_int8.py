@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_tiny_bert
+from conftest import encoder_of, make_tiny_bert
 
-from sentray.encode import int8
 from sentray.encode.config import EncoderConfig
-from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.precision import resolve_precision
+from sentray.precision import artefacts, cache
+from sentray.precision.plan import check_precision, plan_encoder
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("nncf")
@@ -24,9 +23,9 @@ POOLINGS = [("mean", None), ("cls_before_pooler", None), ("first_last_avg", None
 
 
 def encoders(tokenizer, pooling, head, **config):
-    fp32 = SentenceEncoder(EncoderConfig(pooling=pooling, head=head, device="cpu", **config),
+    fp32 = encoder_of(EncoderConfig(pooling=pooling, head=head, device="cpu", **config),
                            model=make_tiny_bert(tokenizer.vocab_size), tokenizer=tokenizer)
-    quantized = SentenceEncoder(EncoderConfig(**{
+    quantized = encoder_of(EncoderConfig(**{
         "pooling": pooling, "head": head, "device": "cpu", "precision": "int8",
         "int8_calibration_rows": 64, **config}),
                                 model=make_tiny_bert(tokenizer.vocab_size), tokenizer=tokenizer)
@@ -44,7 +43,8 @@ def test_int8_every_pooling_against_torch_fp32(tokenizer, pooling, head):
     holds int8 to; the packaged model measured min 0.986 over 2,000 rows), while a wrong
     pooling or a missing diagonal gives unrelated vectors (cosine ~0.5 or lower)."""
     fp32, quantized = encoders(tokenizer, pooling, head)
-    assert quantized.int8 is not None and quantized.pooled is None
+    assert quantized.plan.artefact is not None and quantized.pooled is None
+    assert quantized.plan.runtime == "onnxruntime"
     a, b = fp32.encode(TEXTS, batch_size=3), quantized.encode(TEXTS, batch_size=3)
     assert b.shape == a.shape and b.dtype == np.float32
     assert cosines(a, b).min() >= 0.97, cosines(a, b)
@@ -56,7 +56,7 @@ def test_int8_graph_before_quantization_equals_torch(tokenizer):
     import onnxruntime as ort
 
     fp32, _ = encoders(tokenizer, "ditto", "1-2")
-    session = ort.InferenceSession(int8.export_onnx(fp32.pooled, tokenizer),
+    session = ort.InferenceSession(artefacts.export_onnx(fp32.pooled, tokenizer),
                                    providers=["CPUExecutionProvider"])
     for batch in fp32.length_sorted_batches(fp32.tokenize(TEXTS), batch_size=3):
         got = session.run(None, {"input_ids": batch.input_ids.numpy(),
@@ -67,28 +67,29 @@ def test_int8_graph_before_quantization_equals_torch(tokenizer):
 
 def test_int8_model_is_prepared_once_and_cached(tokenizer, monkeypatch):
     _, first = encoders(tokenizer, "mean", None)
-    record = first.int8.int8
-    assert (int8.cache_dir() / "int8" / record.key / "model.onnx").is_file()
-    monkeypatch.setattr(int8, "quantize", lambda *a, **k: pytest.fail("quantized again"))
+    record = first.plan.artefact
+    assert (cache.folder("int8", record.key) / "model.onnx").is_file()
+    monkeypatch.setattr(artefacts, "quantize", lambda *a, **k: pytest.fail("quantized again"))
     _, second = encoders(tokenizer, "mean", None)
-    assert second.int8.int8.digest == record.digest
+    assert second.plan.artefact.digest == record.digest
+    assert artefacts.find_cached(record.digest).key == record.key
     # another calibration is another model
     monkeypatch.undo()
     _, other = encoders(tokenizer, "mean", None, int8_calibration_rows=32)
-    assert other.int8.int8.key != record.key
+    assert other.plan.artefact.key != record.key
 
 
 def test_int8_model_of_another_pooling_is_refused(tokenizer):
     _, mean = encoders(tokenizer, "mean", None)
-    config = EncoderConfig(pooling="first_last_avg", device="cpu", precision="int8",
-                           int8_model=mean.int8.int8)
+    plan = plan_encoder(EncoderConfig(pooling="first_last_avg", device="cpu"),
+                        module=make_tiny_bert(tokenizer.vocab_size), tokenizer=tokenizer)
     with pytest.raises(ValueError, match="was made for pooling"):
-        SentenceEncoder(config, model=make_tiny_bert(tokenizer.vocab_size), tokenizer=tokenizer)
+        plan.running("int8", why="a kept model", artefact=mean.plan.artefact)
 
 
 def test_int8_on_a_gpu_is_refused_naming_fp16_and_bf16():
     with pytest.raises(ValueError, match="fp16.*bf16"):
-        resolve_precision("int8", "cuda")
+        check_precision("int8", "cuda")
 
 
 def test_int8_calibration_is_checked(tmp_path):
@@ -96,6 +97,6 @@ def test_int8_calibration_is_checked(tmp_path):
         EncoderConfig(int8_calibration=str(tmp_path / "x.txt"))
     (tmp_path / "one.txt").write_text("only one line\n")
     with pytest.raises(ValueError, match="at least 2 sentences"):
-        int8.calibration_texts(str(tmp_path / "one.txt"), 300)
-    texts, described = int8.calibration_texts(None, 300)
-    assert len(texts) == 300 and described["source"] == int8.BUNDLED_SAMPLE
+        artefacts.Calibration(str(tmp_path / "one.txt"), 300).texts()
+    texts, described = artefacts.Calibration(None, 300).texts()
+    assert len(texts) == 300 and described["source"] == artefacts.BUNDLED_SAMPLE

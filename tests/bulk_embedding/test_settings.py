@@ -1,6 +1,6 @@
 """A rerun never mixes two configurations: every setting a stored vector depends on is recorded,
 and a rerun into the same output that changes any of them stops before Ray starts (and before
-an int8 code book is calibrated), naming the setting with both values, and touches nothing;
+an int8 code book is measured), naming the setting with both values, and touches nothing;
 a rerun whose settings leave every vector the same (the model by another name, --format text
 over text files, --truncate-dim of the whole dimension) is not refused."""
 
@@ -12,14 +12,15 @@ import shutil
 import pytest
 from conftest import make_tiny_bert
 
+from sentray.bulk_embedding import vectors
+from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
+from sentray.bulk_embedding.job import embed_settings, run_embedding, stored_vector
 from sentray.corpus import output_records
 from sentray.corpus.sources import CorpusConfig, Source
-from sentray.embedding import vectors
-from sentray.embedding.config import EmbedConfig, VectorConfig
-from sentray.embedding.job import embed_settings, run_embedding
 from sentray.encode.config import EncoderConfig
 from sentray.kit import storage
 from sentray.kit.settings_record import write_settings
+from sentray.precision.plan import plan_encoder
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +75,14 @@ def variants(models) -> dict[str, callable]:
     }
 
 
+def settings_of(config: EmbedConfig, ranges=None, sources=SOURCES) -> dict:
+    """The settings the job records for `config`: its encoder planned, its vector for the
+    plan."""
+    plan = plan_encoder(config.encoder)
+    return embed_settings(plan, stored_vector(config.vector, plan), config.corpus, sources,
+                          ranges)
+
+
 def stored_output(tmp_path, settings: dict) -> storage.Location:
     """An output folder that holds one part and the settings it was made with."""
     output = storage.locate(str(tmp_path / "out"))
@@ -85,8 +94,7 @@ def stored_output(tmp_path, settings: dict) -> storage.Location:
 
 
 def test_every_setting_the_vectors_depend_on_is_recorded(models, tmp_path):
-    settings = embed_settings(base_config(models["base"], str(tmp_path)).resolved(), None,
-                              SOURCES)
+    settings = settings_of(base_config(models["base"], str(tmp_path)))
     assert set(variants(models)) | {"dimension", "quantization_ranges", "model",
                                     "format"} <= set(settings)
 
@@ -96,10 +104,10 @@ def test_every_setting_the_vectors_depend_on_is_recorded(models, tmp_path):
                                  "long_text", "chunk_overlap", "max_windows", "text_column",
                                  "id_column"])
 def test_a_rerun_that_changes_a_setting_is_refused_naming_it(models, tmp_path, key):
-    base = base_config(models["base"], str(tmp_path / "out")).resolved()
-    stored = embed_settings(base, None, SOURCES)
+    base = base_config(models["base"], str(tmp_path / "out"))
+    stored = settings_of(base)
     output = stored_output(tmp_path, stored)
-    changed = embed_settings(variants(models)[key](base).resolved(), None, SOURCES)
+    changed = settings_of(variants(models)[key](base))
     assert changed[key] != stored[key]
     with pytest.raises(ValueError) as info:
         output_records.check_settings([output], changed)
@@ -112,20 +120,20 @@ def test_a_rerun_that_changes_a_setting_is_refused_naming_it(models, tmp_path, k
 def test_other_quantization_ranges_are_refused(models, tmp_path):
     import numpy as np
 
-    base = base_config(models["base"], str(tmp_path / "out")).resolved()
+    base = base_config(models["base"], str(tmp_path / "out"))
     base = dataclasses.replace(base, vector=dataclasses.replace(base.vector, output_dtype="int8"))
     ranges = vectors.Ranges(np.zeros(32, np.float32), np.ones(32, np.float32))
-    output = stored_output(tmp_path, embed_settings(base, ranges, SOURCES))
+    output = stored_output(tmp_path, settings_of(base, ranges, SOURCES))
     other = vectors.Ranges(np.zeros(32, np.float32), np.full(32, 2.0, np.float32))
     with pytest.raises(ValueError, match="quantization_ranges"):
-        output_records.check_settings([output], embed_settings(base, other, SOURCES))
+        output_records.check_settings([output], settings_of(base, other, SOURCES))
 
 
 @pytest.mark.parametrize("change", ["model by another name", "format text over text files",
                                     "truncate_dim of the whole dimension"])
 def test_settings_that_leave_every_vector_the_same_are_not_refused(models, tmp_path, change):
     base = base_config(models["base"], str(tmp_path / "out"))
-    stored = embed_settings(base.resolved(), None, SOURCES)
+    stored = settings_of(base)
     output = stored_output(tmp_path, stored)
     other = {
         # a copy of the same files in another folder: the same weights, another string
@@ -136,7 +144,7 @@ def test_settings_that_leave_every_vector_the_same_are_not_refused(models, tmp_p
         "truncate_dim of the whole dimension": lambda c: dataclasses.replace(
             c, vector=dataclasses.replace(c.vector, truncate_dim=32)),  # the tiny model's
     }[change](base)
-    settings = embed_settings(other.resolved(), None, SOURCES)
+    settings = settings_of(other, None, SOURCES)
     output_records.check_settings([output], settings)  # not refused
     assert output_records.RunClaim(output, settings).digest == output_records.RunClaim(
         output, stored).digest  # and a run beside it with either is the same run
@@ -144,23 +152,23 @@ def test_settings_that_leave_every_vector_the_same_are_not_refused(models, tmp_p
 
 def test_a_format_that_overrides_the_suffix_is_a_setting(models, tmp_path):
     """A .dat file read as text, then as Parquet: other rows, other vectors."""
-    base = base_config(models["base"], str(tmp_path / "out")).resolved()
+    base = base_config(models["base"], str(tmp_path / "out"))
     as_text = dataclasses.replace(base, corpus=dataclasses.replace(base.corpus, format="text"))
     as_parquet = dataclasses.replace(base, corpus=dataclasses.replace(base.corpus,
                                                                       format="parquet"))
     data = [Source("/in/a.dat", "/in/a.dat", None, "a.dat", "text")]
-    stored = embed_settings(as_text, None, data)
+    stored = settings_of(as_text, None, data)
     assert stored["format"] == "text"
     output = stored_output(tmp_path, stored)
     parquet = [dataclasses.replace(data[0], format="parquet")]
     with pytest.raises(ValueError, match="format: 'text' \\(stored\\) != 'parquet'"):
-        output_records.check_settings([output], embed_settings(as_parquet, None, parquet))
+        output_records.check_settings([output], settings_of(as_parquet, None, parquet))
 
 
-def test_an_int8_rerun_is_refused_before_calibrating(models, tmp_path, monkeypatch):
-    """Calibration embeds calibration_rows texts (minutes on a CPU): a rerun that will be
-    refused is refused first."""
-    from sentray.embedding import calibration
+def test_an_int8_rerun_is_refused_before_its_code_book_is_measured(models, tmp_path, monkeypatch):
+    """Measuring the code book embeds code_book_rows texts (minutes on a CPU): a rerun that
+    will be refused is refused first."""
+    from sentray.bulk_embedding import code_book
 
     corpus = tmp_path / "in.txt"
     corpus.write_text("One sentence.\nTwo sentences.\nThree of them.\n")
@@ -169,12 +177,12 @@ def test_an_int8_rerun_is_refused_before_calibrating(models, tmp_path, monkeypat
     config = dataclasses.replace(config, vector=dataclasses.replace(config.vector,
                                                                     output_dtype="int8"))
     sources = [Source(str(corpus), str(corpus), None, "in.txt", "text")]
-    stored_output(tmp_path, embed_settings(config.resolved(), None, sources))
+    stored_output(tmp_path, settings_of(config, None, sources))
 
     def must_not_run(*args, **kwargs):
-        raise AssertionError("calibrated for a run that is refused")
+        raise AssertionError("a code book measured for a run that is refused")
 
-    monkeypatch.setattr(calibration, "calibrate", must_not_run)
+    monkeypatch.setattr(code_book, "measure", must_not_run)
     changed = variants(models)["long_text"](config)
     with pytest.raises(ValueError, match="long_text: 'chunk' \\(stored\\) != 'truncate'"):
         run_embedding(changed)
@@ -188,7 +196,7 @@ def test_the_job_refuses_before_ray_starts_and_touches_nothing(models, tmp_path,
     config = dataclasses.replace(base_config(models["base"], str(tmp_path / "out")),
                                  corpus=CorpusConfig(input=str(corpus)))
     sources = [Source(str(corpus), str(corpus), None, "in.txt", "text")]
-    output = stored_output(tmp_path, embed_settings(config.resolved(), None, sources))
+    output = stored_output(tmp_path, settings_of(config, None, sources))
     before = sorted((p, p.stat().st_mtime_ns) for p in (tmp_path / "out").rglob("*"))
 
     def must_not_run(*args, **kwargs):

@@ -1,4 +1,4 @@
-"""The embedding job's rows in its own process (sentray.corpus.running): when it is chosen,
+"""The embedding job's rows in its own process (sentray.corpus.execution): when it is chosen,
 and that it writes what the Ray actor pool writes, row for row."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import load_job
 
-from sentray.corpus import running
+from sentray.corpus import execution
 from sentray.corpus.actor_pool import ActorPoolConfig
 
 
@@ -27,16 +27,16 @@ def no_ray(monkeypatch):
 def test_chosen_only_for_a_small_input_and_no_cluster(no_ray, monkeypatch):
     pool = ActorPoolConfig()
     assert pool.in_process_rows == 100_000
-    assert running.in_process_chosen(pool, 100_000)
-    assert not running.in_process_chosen(pool, 100_001)
-    assert not running.in_process_chosen(ActorPoolConfig(in_process_rows=0), 1)  # always Ray
-    assert not running.in_process_chosen(ActorPoolConfig(address="127.0.0.1:6379"), 1)
+    assert execution.in_process_chosen(pool, 100_000)
+    assert not execution.in_process_chosen(pool, 100_001)
+    assert not execution.in_process_chosen(ActorPoolConfig(in_process_rows=0), 1)  # always Ray
+    assert not execution.in_process_chosen(ActorPoolConfig(address="127.0.0.1:6379"), 1)
     monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: True))
-    assert not running.in_process_chosen(pool, 1)  # a cluster this process is connected to: used
+    assert not execution.in_process_chosen(pool, 1)  # a cluster this process is connected to: used
     monkeypatch.delitem(sys.modules, "ray")
-    assert running.in_process_chosen(pool, 1)  # Ray not even imported: not connected
+    assert execution.in_process_chosen(pool, 1)  # Ray not even imported: not connected
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # as `ray job submit` sets it
-    assert not running.in_process_chosen(pool, 1)
+    assert not execution.in_process_chosen(pool, 1)
     with pytest.raises(ValueError, match="in_process_rows must be >= 0"):
         ActorPoolConfig(in_process_rows=-1)
 

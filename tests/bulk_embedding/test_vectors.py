@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from sentence_transformers.util import quantize_embeddings, truncate_embeddings
 
-from sentray.embedding import vectors
+from sentray.bulk_embedding import vectors
 
 
 @pytest.fixture(scope="module")

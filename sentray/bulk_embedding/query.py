@@ -1,0 +1,97 @@
+"""`QueryEncoder`: queries embedded the way an output's rows were, so that they can be compared
+with the stored vectors: the model, pooling, head, max_length, precision (and its artefact),
+dimension, normalization, dtype and code book the output records (`EmbeddingOutput.describe`),
+through the same `EmbedBatch` the job's actors ran."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from sentray.bulk_embedding import vectors
+from sentray.bulk_embedding.actor import EmbedBatch, EmbedSpec
+from sentray.bulk_embedding.config import VectorConfig
+from sentray.bulk_embedding.output import EmbeddingOutput
+from sentray.encode.config import EncoderConfig
+from sentray.encode.plan import Artefact, EncoderPlan
+from sentray.kit import storage
+from sentray.precision import artefacts
+from sentray.precision.plan import Kept, plan_encoder
+
+
+class QueryEncoder:
+    """Embeds texts into the stored form of the embedding job's output `output`: its folder
+    (local or s3://), or any one of its Parquet files (each file's schema metadata carries the
+    settings and the code book: a file copied out of its output still says how)."""
+
+    def __init__(self, output: str, *, device: str = "auto",
+                 s3_endpoint: str | None = None) -> None:
+        location = storage.locate(output, s3_endpoint)
+        self._build(*EmbeddingOutput(location).describe(), location, device)
+
+    @classmethod
+    def from_settings(cls, settings: dict, ranges: vectors.Ranges | None,
+                      location: storage.Location, *, device: str = "auto",
+                      float_output: bool = False) -> QueryEncoder:
+        """The encoder of the output at `location` whose description is (settings, ranges), as
+        a table copied from it recorded them (`EmbeddingOutput.describe`); `float_output`: the query as float32
+        before any quantization (the asymmetric side of an int8 or binary search)."""
+        encoder = cls.__new__(cls)
+        encoder._build(settings, ranges, location, device, float_output)
+        return encoder
+
+    def _build(self, settings: dict, ranges: vectors.Ranges | None,
+               location: storage.Location, device: str, float_output: bool = False) -> None:
+        self.settings, self.ranges = settings, ranges
+        s = self.settings
+        vector = VectorConfig(truncate_dim=s["truncate_dim"], normalize=s["normalize"],
+                              output_dtype="float32" if float_output else s["output_dtype"],
+                              long_text=s["long_text"],
+                              chunk_overlap=s["chunk_overlap"] or 0,
+                              max_windows=s["max_windows"] or VectorConfig.max_windows,
+                              dedupe=False)
+        self.plan = query_plan(s, location, device)
+        self.actor = EmbedBatch(EmbedSpec(self.plan, vector, None if float_output else ranges))
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """(N, width) vectors in the output's dtype; a text with nothing to embed (empty) gets
+        a zero row."""
+        n = len(texts)
+        table = self.actor(pa.table({
+            "id": [str(i) for i in range(n)], "text": list(texts), "read_error": [None] * n,
+            "source": ["query"] * n, "row": list(range(n)), "source_rows": [n] * n}))
+        column = table.column("embedding")
+        width = column.type.list_size
+        rows = [np.zeros(width) if v is None else v for v in column.to_pylist()]
+        return np.asarray(rows, dtype=column.type.value_type.to_pandas_dtype())
+
+
+def query_plan(settings: dict, location: storage.Location, device: str) -> EncoderPlan:
+    """The plan of the rows the settings describe, exactly: the recorded model, read-out and
+    length, in the recorded precision with the very artefact the rows were encoded by (fp16, a
+    GPU's, is fp32 on a CPU)."""
+    precision = settings.get("precision") or "fp32"
+    if precision == "fp16" and not device.startswith("cuda"):
+        precision = "fp32"  # fp16 is a GPU's; on a CPU the same model in fp32
+    artefact = (stored_artefact(location, settings["int8_model"])
+                if settings.get("int8_model") else None)
+    config = EncoderConfig(model=settings["model"], pooling=settings["pooling"],
+                           head=settings["head"], max_length=settings["max_length"],
+                           device=device, precision=precision)
+    return plan_encoder(config, kept=Kept(precision, artefact, exact=True))
+
+
+def stored_artefact(location: storage.Location, digest: str) -> Artefact:
+    """The artefact of digest `digest`: beside the output's rows, else (one copied file) in
+    this machine's cache."""
+    found = EmbeddingOutput(location).artefact()
+    if found is None or found.digest != digest:
+        found = artefacts.find_cached(digest)
+    if found is None:
+        raise FileNotFoundError(
+            f"{location.uri}: its rows were encoded by int8 model {digest[:12]}, which is "
+            "neither beside it nor in this machine's int8 cache: pass the output folder, "
+            "which holds it")
+    return found

@@ -1,0 +1,147 @@
+"""`EncoderPlan`: what an encoder will be, decided once, before any encoder exists: the model
+(looked up, checked, its facts read), the read-out (pooling and Ditto head), the length it
+encodes at, the vector's dimension, the device, the precision and the runtime that runs it (with
+why, and what was measured), and the runtime's artefact (a prepared model file, such as the int8
+ONNX model). `SentenceEncoder(plan)` only builds from it; Ray actors and the query encoder
+receive it as it is.
+
+`model_plan(config)` is the model's part, fp32 on torch: the one place where a model's own
+pooling, its Ditto head and its length are taken as defaults. `sentray.precision.plan_encoder`
+makes the whole plan from it (the precision decided, measured for `auto`, the artefact
+prepared): what the jobs call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from sentray.encode.config import EncoderConfig
+from sentray.encode.model_checks import located_model
+from sentray.encode.model_info import model_facts
+from sentray.encode.model_loading import ResolvedModel
+from sentray.encode.pooling_catalog import DITTO_DEFAULT_HEADS, DITTO_POOLINGS, parse_head
+
+# precision -> the runtime that runs it (a GPU's fp16 and bf16 run on torch's autocast)
+RUNTIMES = {"fp32": "torch", "bf16": "torch", "fp16": "torch", "int8": "onnxruntime"}
+INSTALL_HINT = ("--precision int8 needs onnxruntime, onnx and nncf: "
+                "pip install 'sentray[int8]'")
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """A runtime's prepared model: its file's bytes and what it was made from (the int8 model:
+    NNCF static int8 of the plan's pooled encoder, as ONNX). Written beside the rows it made
+    (`OutputFolder`), and cached per `key` (`sentray.precision.artefacts`)."""
+
+    key: str  # digest of what it was made from (`sentray.precision.artefacts.artefact_key`)
+    digest: str  # sha256 of the file: its identity in the settings record
+    pooling: str
+    head: str | None
+    max_length: int
+    dimension: int
+    calibration: dict  # source, rows, digest of the texts it was calibrated on
+    versions: dict  # the tools that made it (torch, onnx, nncf)
+    prepare_seconds: float  # what preparing it took where it was made
+    data: bytes = field(repr=False, compare=False)
+
+    def record(self) -> dict:
+        """What the settings and the summary say of it (no bytes)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "data"}
+
+    @classmethod
+    def from_record(cls, record: dict, data: bytes) -> Artefact:
+        return cls(**record, data=data)
+
+
+@dataclass(frozen=True)
+class EncoderPlan:
+    """What an encoder will be. Frozen, decided before any encoder exists (`model_plan`,
+    `sentray.precision.plan_encoder`); `SentenceEncoder(plan)` builds exactly this."""
+
+    model: ResolvedModel  # looked up once; its facts read once and kept on it
+    pooling: str  # canonical
+    head: str | None  # Ditto head L-H
+    max_length: int  # the length it encodes at, in tokens
+    model_max_length: int  # the model's own length (what evaluate and an export encode at)
+    dimension: int  # of the pooled vector
+    normalize: bool  # whether the model's own pipeline L2-normalizes (a fact of the model)
+    own_pooling: str | None  # the read-out the model declares (None: it declares none)
+    device: str  # cpu, cuda, cuda:N; auto: decided by the process that builds it
+    batch_size: int
+    max_tokens_per_batch: int | None
+    ditto_impl: str
+    precision: str = "fp32"  # fp32 | bf16 | fp16 | int8
+    runtime: str = "torch"  # torch | onnxruntime (RUNTIMES)
+    why: str = "asked for"  # why this precision (auto: what decided it)
+    measured: tuple[dict, ...] = ()  # auto: each candidate's speed and cosine to fp32
+    artefact: Artefact | None = None  # the runtime's prepared model, when it needs one
+
+    def __post_init__(self) -> None:
+        if self.artefact is None:
+            return
+        made = (self.artefact.pooling, self.artefact.head, self.artefact.max_length)
+        wanted = (self.pooling, self.head, self.max_length)
+        if made != wanted:
+            raise ValueError(f"the int8 model {self.artefact.digest[:12]} was made for pooling, "
+                             f"head, max_length {made}, not {wanted}: prepare it again")
+
+    @property
+    def layer_head(self) -> tuple[int, int] | None:
+        return parse_head(self.head) if self.head else None
+
+    def running(self, precision: str, *, why: str, artefact: Artefact | None = None,
+                measured: tuple[dict, ...] = ()) -> EncoderPlan:
+        """This plan in `precision`, on its runtime, with its artefact."""
+        return dataclasses.replace(self, precision=precision, runtime=RUNTIMES[precision],
+                                   why=why, artefact=artefact, measured=tuple(measured))
+
+    def record(self) -> dict[str, Any]:
+        """The plan as a summary records it: the model, read-out, lengths, precision, runtime,
+        why and what was measured, the artefact's record (no bytes)."""
+        return {"model": self.model.name, "model_files": self.model.fingerprint,
+                "pooling": self.pooling, "head": self.head, "max_length": self.max_length,
+                "dimension": self.dimension, "device": self.device,
+                "precision": self.precision, "runtime": self.runtime, "why": self.why,
+                "measured": list(self.measured),
+                "artefact": self.artefact.record() if self.artefact else None}
+
+
+def model_plan(config: EncoderConfig, *, default_pooling: str = "last_avg",
+               module: Any = None) -> EncoderPlan:
+    """The model's part of the plan, in fp32 on torch: the model looked up and checked (a
+    broken folder fails here, named), its facts read once; the read-out (`read_out`); the
+    length asked for, else the model's own. `module`: a model handed in (tests, the trainer's
+    evaluator), whose width is the vector's."""
+    model = located_model(config.model)
+    facts = model_facts(model)
+    pooling, head = read_out(config, facts.pooling, facts.head, default_pooling)
+    dimension = (int(module.config.hidden_size) if module is not None and
+                 hasattr(module, "config") else facts.dimension)
+    return EncoderPlan(
+        model=model, pooling=pooling, head=head,
+        max_length=config.max_length or facts.max_length, model_max_length=facts.max_length,
+        dimension=dimension, normalize=facts.normalize, own_pooling=facts.pooling,
+        device=config.device, batch_size=config.batch_size,
+        max_tokens_per_batch=config.max_tokens_per_batch, ditto_impl=config.ditto_impl)
+
+
+def read_out(config: EncoderConfig, own_pooling: str | None, own_head: str | None,
+             default_pooling: str = "last_avg") -> tuple[str, str | None]:
+    """(pooling, head): the pooling asked for, else the model's own read-out (`own_pooling`,
+    with its Ditto head), else `default_pooling` (mean for encoding; the trainer's [CLS]); a
+    Ditto pooling's head asked for, else the model's, else the one Ditto's code uses for the
+    model (ValueError without one)."""
+    pooling, head = config.pooling, config.head
+    if pooling is None:
+        pooling = own_pooling or default_pooling
+        head = head or (own_head if own_pooling else None)
+    if pooling in DITTO_POOLINGS and head is None:
+        head = DITTO_DEFAULT_HEADS.get(config.model)
+        if head is None:
+            raise ValueError(
+                f"pooling {pooling!r} needs a head (--head L-H): no default is known for model "
+                f"{config.model!r} (known: {DITTO_DEFAULT_HEADS}); find one with "
+                "`python jobs/evaluate.py --search-head`")
+    return pooling, head

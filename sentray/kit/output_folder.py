@@ -1,0 +1,112 @@
+"""`OutputFolder`: the files a job keeps at the top of its output folder (local or s3://), by
+name. This is the one module that names them; every job writes them, and every reader reads
+them, through it:
+
+    _settings.json       what the rows (or a training run's model) depend on: a rerun with other
+                         values stops (`sentray.kit.settings_record`)
+    _summary.json        the row accounting and the record of every run that did work
+    _config.yaml         the configuration of the last run that did work (`config_files`)
+    _runs/<run>.json     the claim of each run writing the folder now
+    _quantization.json   int8/uint8 embeddings: the code book every row and query is coded with
+    _int8_model.onnx     --precision int8: the model every row and query is encoded by,
+    _int8_model.json     and its record (what it was made from, its digest)
+    _index.lance         the vector table `sentray index` makes of an embedding output
+
+A file is written whole or not at all (`storage.write_bytes`)."""
+
+from __future__ import annotations
+
+import json
+
+from sentray.kit import storage
+
+
+class OutputFolder:
+    """A job's output folder and the records at its top."""
+
+    SETTINGS = "_settings.json"
+    SUMMARY = "_summary.json"
+    CONFIG = "_config.yaml"
+    CLAIMS = "_runs"
+    CODE_BOOK = "_quantization.json"
+    ARTEFACT = "_int8_model.onnx"
+    ARTEFACT_RECORD = "_int8_model.json"
+    INDEX_TABLE = "_index.lance"
+    # what a job's --overwrite deletes at the top of its folder, besides its part files
+    JOB_FILES = (SUMMARY, CONFIG, SETTINGS, CODE_BOOK, ARTEFACT, ARTEFACT_RECORD)
+
+    def __init__(self, location: storage.Location) -> None:
+        self.location = location
+
+    @classmethod
+    def at(cls, uri: str, s3_endpoint: str | None = None) -> OutputFolder:
+        return cls(storage.locate(uri, s3_endpoint))
+
+    @property
+    def uri(self) -> str:
+        return self.location.uri
+
+    def file(self, name: str) -> storage.Location:
+        return self.location.join(name)
+
+    def read_json(self, name: str) -> dict | None:
+        """A JSON record of the folder, or None (missing, or not JSON)."""
+        return storage.read_json(self.file(name))
+
+    def write_json(self, name: str, values: dict) -> None:
+        storage.write_json(self.file(name), values)
+
+    def read_bytes(self, name: str) -> bytes | None:
+        location = self.file(name)
+        try:
+            with location.filesystem.open_input_stream(location.path) as handle:
+                return handle.read()
+        except (FileNotFoundError, OSError):
+            return None
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        storage.write_bytes(self.file(name), data)
+
+    # -- the records --------------------------------------------------------------------------
+
+    def settings_record(self) -> dict | None:
+        """{"job": the job that made the folder, "settings": ...}, or None."""
+        return self.read_json(self.SETTINGS)
+
+    def write_settings_record(self, job: str, settings: dict) -> None:
+        self.write_json(self.SETTINGS, {"job": job, "settings": settings})
+
+    def summary(self) -> dict | None:
+        return self.read_json(self.SUMMARY)
+
+    def write_summary(self, summary: dict) -> None:
+        self.write_bytes(self.SUMMARY, json.dumps(summary, indent=1, default=str).encode())
+
+    def config_file(self) -> storage.Location:
+        return self.file(self.CONFIG)
+
+    def claims(self) -> storage.Location:
+        """The folder of the running jobs' claims."""
+        return self.file(self.CLAIMS)
+
+    def code_book(self) -> dict | None:
+        return self.read_json(self.CODE_BOOK)
+
+    def write_code_book(self, record: dict) -> None:
+        self.write_bytes(self.CODE_BOOK, json.dumps(record, indent=1).encode())
+
+    def artefact(self) -> tuple[dict, bytes] | None:
+        """(record, bytes) of the runtime artefact the rows were made with, or None."""
+        record, data = self.read_json(self.ARTEFACT_RECORD), self.read_bytes(self.ARTEFACT)
+        return None if record is None or data is None else (record, data)
+
+    def write_artefact(self, record: dict, data: bytes) -> None:
+        """The artefact beside the rows it makes (the file first: a record names a whole
+        file)."""
+        self.write_bytes(self.ARTEFACT, data)
+        self.write_bytes(self.ARTEFACT_RECORD, json.dumps(record, indent=1).encode())
+
+    @classmethod
+    def index_table(cls, folder_uri: str) -> str:
+        """The URI of the default vector table of the folder at `folder_uri`."""
+        return f"{folder_uri.rstrip('/')}/{cls.INDEX_TABLE}"

@@ -1,0 +1,212 @@
+"""The int8 artefact: a plan's `PooledEncoder` (any pooling: Ditto's attention diagonal and the
+static poolings' table lookup are part of the graph) exported to ONNX once, statically quantized
+by NNCF (SmoothQuant and fast bias correction, its transformer preset) on a fixed calibration
+sample, and run by ONNX Runtime (`sentray.encode.runtimes`).
+
+Why this runtime, measured on this project's AMD EPYC (Zen 3: AVX2, no VNNI), 2 threads,
+all-MiniLM-L6-v2, 2,000 Brown sentences, batch 32 (sentences/s; per-row cosine to torch fp32):
+
+    torch fp32                                       ~135
+    NNCF int8 (ONNX), ONNX Runtime                    180   min 0.986  mean 0.997   <- this
+    the same file on OpenVINO                         111
+    NNCF int8 (OpenVINO IR), OpenVINO                 131   min 0.984  mean 0.995
+    ONNX Runtime's own quantize_static (MinMax)       211   min 0.839  mean 0.921   (too lossy)
+    ONNX Runtime dynamic int8                         230   min 0.894  mean 0.959   (too lossy)
+
+(issue 42 measured OpenVINO's NNCF int8 at 1.74x torch fp32 on an Intel Xeon with VNNI and no
+AMX; docs/precision.md keeps the figures per CPU kind.) Whether int8 pays on a given CPU is not
+assumed from its flags: `--precision auto` measures it (`sentray.precision.probe`).
+
+An artefact depends on the model's weights, the pooling, head, max length, calibration texts
+and tool versions: `artefact_key`, the one place its key is made. It is cached under
+$SENTRAY_CACHE_DIR (default ~/.cache/sentray)/int8/<key>/, prepared in a job's driver and
+carried to its actors inside the plan: an actor never exports or calibrates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import logging
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sentray.encode.plan import INSTALL_HINT, Artefact, EncoderPlan
+from sentray.precision import cache
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+BUNDLED_SAMPLE = "bundled Brown sample (sentray/data/sample.txt)"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Which texts NNCF calibrates on: the first `rows` non-blank lines of `path` (a UTF-8
+    file of one sentence a line), or of the bundled Brown sample (path None)."""
+
+    path: str | None = None
+    rows: int = 300  # NNCF's default subset is 300 samples; 300 sentences took ~25 s here
+
+    def texts(self) -> tuple[list[str], dict]:
+        """The texts and their description (source, rows, digest)."""
+        if self.path is None:
+            text, source = (resources.files("sentray") / "data" / "sample.txt").read_text(
+                encoding="utf-8"), BUNDLED_SAMPLE
+        else:
+            try:
+                text, source = Path(self.path).read_text(encoding="utf-8"), self.path
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(f"--int8-calibration {self.path}: cannot read it as UTF-8 "
+                                 f"text ({exc})") from exc
+        texts = [line for line in text.splitlines() if line.strip()][:self.rows]
+        if len(texts) < 2:
+            raise ValueError(f"int8 calibration needs at least 2 sentences; {source} has "
+                             f"{len(texts)}")
+        digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+        return texts, {"source": source, "rows": len(texts), "digest": digest}
+
+
+def tool_versions() -> dict:
+    """The versions of what makes the int8 model (read without importing them: nncf takes
+    seconds to import)."""
+    from importlib import metadata
+
+    versions = {}
+    for name in ("torch", "onnx", "nncf"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def weights_identity(module: torch.nn.Module) -> str:
+    """A digest of a module's weights (a model handed in, not read from files)."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy()
+                      .tobytes())
+    return "weights:" + digest.hexdigest()[:24]
+
+
+def model_identity(plan: EncoderPlan, module=None) -> str:
+    """What identifies the encoder's weights: its files, or a module handed in (tests)."""
+    return weights_identity(module) if module is not None else plan.model.fingerprint
+
+
+def artefact_key(plan: EncoderPlan, calibration: Calibration, identity: str,
+                 versions: dict | None = None) -> str:
+    """The digest of everything an int8 artefact of `plan` depends on: the one place it is
+    made (`versions`: the tools', default this machine's)."""
+    _, described = calibration.texts()
+    made_of = {"model": identity, "pooling": plan.pooling, "head": plan.head,
+               "max_length": plan.max_length, "calibration": described,
+               "versions": versions if versions is not None else tool_versions()}
+    return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def made_for(artefact: Artefact, plan: EncoderPlan, calibration: Calibration,
+             identity: str) -> bool:
+    """Whether `artefact` is the one `plan` would prepare (the same weights, pooling, head,
+    max length and calibration; by whichever tool versions made it)."""
+    return artefact.key == artefact_key(plan, calibration, identity, artefact.versions)
+
+
+def read_cached(key: str) -> Artefact | None:
+    found = cache.read_files("int8", key, "record.json", "model.onnx")
+    if found is None:
+        return None
+    record, data = json.loads(found[0]), found[1]
+    if hashlib.sha256(data).hexdigest() != record.get("digest"):
+        logger.warning("int8 cache %s is damaged (digest differs): preparing it again", key)
+        return None
+    return Artefact.from_record(record, data)
+
+
+def export_onnx(pooled: torch.nn.Module, tokenizer) -> bytes:
+    """The pooled encoder as ONNX (opset 17), batch and length dynamic: (input_ids,
+    attention_mask) int64 (B, T) -> embedding (B, D)."""
+    import warnings
+
+    import torch
+
+    example = tokenizer(["an example sentence", "two"], padding=True, return_tensors="pt")
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
+        torch.onnx.export(pooled.eval(), (example["input_ids"], example["attention_mask"]),
+                          buffer, input_names=["input_ids", "attention_mask"],
+                          output_names=["embedding"], opset_version=17, dynamo=False,
+                          dynamic_axes={"input_ids": {0: "batch", 1: "tokens"},
+                                        "attention_mask": {0: "batch", 1: "tokens"},
+                                        "embedding": {0: "batch"}})
+    return buffer.getvalue()
+
+
+def quantize(onnx_bytes: bytes, batches: list[dict[str, np.ndarray]]) -> bytes:
+    """NNCF static int8 (its transformer preset) of an ONNX model on calibration batches."""
+    try:
+        import nncf
+        import onnx
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    quantized = nncf.quantize(onnx.load_from_string(onnx_bytes), nncf.Dataset(batches),
+                              model_type=nncf.ModelType.TRANSFORMER, subset_size=len(batches))
+    return quantized.SerializeToString()
+
+
+def prepare_int8(plan: EncoderPlan, calibration: Calibration, *, module=None,
+                 tokenizer=None) -> Artefact:
+    """The int8 artefact of `plan`: from the cache, else exported from its fp32 encoder (built
+    here, on the CPU), calibrated on `calibration`'s texts (batched as the encoder batches),
+    quantized and cached."""
+    key = artefact_key(plan, calibration, model_identity(plan, module))
+    cached = read_cached(key)
+    if cached is not None:
+        logger.info("int8 model %s from the cache (%s)", cached.digest[:12],
+                    cache.folder("int8", key))
+        return cached
+    from sentray.encode.encoder import SentenceEncoder
+
+    texts, described = calibration.texts()
+    started = time.perf_counter()
+    logger.info("preparing the int8 model: ONNX export, NNCF calibration on %d texts of %s "
+                "(once per model, pooling and calibration; cached)", described["rows"],
+                described["source"])
+    fp32 = SentenceEncoder(dataclasses.replace(plan.running("fp32", why="exported"),
+                                               device="cpu"), model=module, tokenizer=tokenizer)
+    data = quantize(export_onnx(fp32.pooled, fp32.tokenizer), [
+        {"input_ids": b.input_ids.numpy(), "attention_mask": b.attention_mask.numpy()}
+        for b in fp32.length_sorted_batches(fp32.tokenize(texts))])
+    artefact = Artefact(key=key, digest=hashlib.sha256(data).hexdigest(), pooling=plan.pooling,
+                        head=plan.head, max_length=plan.max_length, dimension=plan.dimension,
+                        calibration=described, versions=tool_versions(),
+                        prepare_seconds=round(time.perf_counter() - started, 1), data=data)
+    folder = cache.write_files("int8", key, {
+        "model.onnx": data, "record.json": json.dumps(artefact.record(), indent=1).encode()})
+    logger.info("int8 model %s prepared in %.1f s, cached in %s", artefact.digest[:12],
+                artefact.prepare_seconds, folder)
+    return artefact
+
+
+def find_cached(digest: str) -> Artefact | None:
+    """The cached artefact whose file has `digest` (a query encoder's, for an output file
+    copied away from its folder), or None."""
+    for key in cache.keys("int8"):
+        found = read_cached(key)
+        if found is not None and found.digest == digest:
+            return found
+    return None

@@ -1,0 +1,161 @@
+"""`plan_encoder`: the one function that decides what an encoder will be, before any encoder
+exists. It makes the model's part (`sentray.encode.plan.model_plan`: the model looked up, its
+facts read once, the read-out and length decided), then the device and the precision:
+
+    fp32   exact: the vectors sentence-transformers' fp32 `encode` gives (the default)
+    bf16   on a GPU: autocast; on a CPU: bf16 weights (warned about where the CPU emulates it)
+    fp16   GPU only (autocast); a CPU has no fast fp16 matmul
+    int8   CPU only: NNCF static int8 on ONNX Runtime, its artefact prepared once and cached
+           (`sentray.precision.artefacts`)
+    auto   on a CPU, measured where the encoders will run (`sentray.precision.probe`: the
+           fastest candidate that passes its quality gate against fp32; a Ray cluster's node,
+           in a Ray task, when the encoders run there); on a GPU, fp16
+
+A job calls it once, in its driver, and hands the plan to every encoder it builds (its actors,
+its query encoder): they never mix two precisions, and none of them probes or prepares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+from dataclasses import dataclass
+
+from sentray.encode.config import EncoderConfig
+from sentray.encode.plan import Artefact, EncoderPlan, model_plan
+from sentray.kit.cpu import BF16_CPU_FLAGS, cpu_bf16_native, cpu_info
+from sentray.precision import artefacts, probe
+
+logger = logging.getLogger(__name__)
+
+# bf16 ÷ fp32 speed on a CPU that emulates bf16, measured on this project's AVX2-only machine
+# (AMD EPYC, 2 cores; all-MiniLM-L6-v2, 500 Brown sentences, batch 32, one thread: sentray
+# 11.5 vs 70.9 sentences/s, sentence-transformers 9.1 vs 60.4; bench/results/
+# precision-avx2.json), said in the warning.
+EMULATED_BF16_SPEED = 0.16
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a plan's encoders will run: in this process (the default), or in Ray actors of
+    `cpus` CPUs and `gpus` GPUs each, on the cluster at `address` (None: the one this process
+    is connected to, else a private one on this machine, which is measured here)."""
+
+    threads: int | None = None  # each encoder's torch threads (None: this process's default)
+    cpus: float | None = None  # a Ray actor's CPUs (None: not on Ray)
+    gpus: float = 0.0
+    address: str | None = None
+
+    def on_cluster(self) -> bool:
+        """Whether the encoders run on a Ray cluster's nodes, not on this machine."""
+        connected = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+        return self.cpus is not None and bool(self.address or os.environ.get("RAY_ADDRESS")
+                                              or connected)
+
+
+HERE = Where()
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What an output's rows were made with. A rerun into it keeps it: `auto` takes the kept
+    precision, and the kept artefact is reused when it is the one this config would make (the
+    same weights, read-out and calibration). `exact`: the artefact is taken as it is (a query
+    must be encoded by the very model its rows were)."""
+
+    precision: str
+    artefact: Artefact | None = None
+    exact: bool = False
+
+
+def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where = HERE,
+                 kept: Kept | None = None, default_pooling: str = "last_avg", module=None,
+                 tokenizer=None) -> EncoderPlan:
+    """The plan of `config`'s encoder for a job of `rows` rows (None: unknown) whose encoders
+    run `where`; `kept`: what the output's rows were made with; `module`/`tokenizer`: a model
+    handed in (tests, the trainer), planned and probed as it is."""
+    device = decide_device(config.device, where)
+    plan = dataclasses.replace(model_plan(config, default_pooling=default_pooling,
+                                          module=module), device=device)
+    calibration = artefacts.Calibration(config.int8_calibration, config.int8_calibration_rows)
+    precision = config.precision
+    if kept is not None and precision in ("auto", kept.precision):
+        precision, why = kept.precision, "as the output's rows were made"
+    elif precision == "auto" and device.startswith("cuda"):
+        precision, why = "fp16", "auto: fp16 on a GPU (every CUDA GPU runs it fast)"
+    elif precision == "auto":
+        return measured(plan, calibration, rows, where, module, tokenizer)
+    else:
+        why = "asked for"
+    check_precision(precision, device)
+    artefact = None
+    if precision == "int8":
+        artefact = kept.artefact if kept is not None else None
+        identity = artefacts.model_identity(plan, module)
+        if artefact is None or not (kept.exact or artefacts.made_for(artefact, plan,
+                                                                       calibration, identity)):
+            artefact = artefacts.prepare_int8(plan, calibration, module=module,
+                                              tokenizer=tokenizer)
+    return plan.running(precision, why=why, artefact=artefact)
+
+
+def decide_device(device: str, where: Where) -> str:
+    """The plan's device: a GPU pool's cuda; a CPU pool's cpu; in this process, the device
+    asked for ("auto": cuda where torch sees a GPU)."""
+    if where.gpus > 0:
+        return device if device.startswith("cuda") else "cuda"
+    if where.cpus is not None:
+        if device.startswith("cuda"):
+            raise ValueError(f"device {device!r} asked for, but the actors have no GPU: add "
+                             "--num-gpus")
+        return "cpu"
+    if device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def check_precision(precision: str, device: str, flags: frozenset[str] | None = None) -> None:
+    """fp16 on a CPU and int8 on a GPU refused; bf16 on a CPU that emulates it warned about
+    (it runs, at the measured cost); `flags`: the CPU's (default: this machine's)."""
+    on_cpu = not device.startswith("cuda")
+    if not on_cpu and precision == "int8":
+        raise ValueError("precision 'int8' runs on a CPU (ONNX Runtime); on a GPU use fp16 "
+                         "(every CUDA GPU) or bf16 (Ampere or later)")
+    if on_cpu and precision == "fp16":
+        raise ValueError("precision 'fp16' is for GPUs; on a CPU use bf16 (native with AMX or "
+                         "AVX512-BF16) or fp32")
+    if on_cpu and precision == "bf16" and not cpu_bf16_native(flags):
+        logger.warning(
+            "precision bf16 on %s, which has neither %s: bf16 is emulated there (on this "
+            "project's AVX2-only AMD EPYC it ran at %.2fx fp32, docs/precision.md). "
+            "--precision auto measures it on this CPU; fp32 is the safe choice.",
+            cpu_info()["name"], " nor ".join(BF16_CPU_FLAGS), EMULATED_BF16_SPEED)
+
+
+def measured(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
+             where: Where, module, tokenizer) -> EncoderPlan:
+    """`auto` on a CPU: decided by the probe where the encoders run (a Ray task on a node of
+    the cluster, with an actor's CPUs, when they run there), on their threads."""
+    if not where.on_cluster():
+        return probe.decide(plan, calibration, rows=rows, threads=where.threads, module=module,
+                            tokenizer=tokenizer)
+    import ray
+
+    from sentray.kit.ray_cluster import init_ray
+
+    init_ray(where.address)  # the job's own connection, which its driver goes on to use
+    task = ray.remote(num_cpus=where.cpus)(_decide_in_task)
+    decided, node = ray.get(task.remote(plan, calibration, rows, where.threads))
+    logger.info("precision auto measured in a Ray task on node %s (pid %d)", *node)
+    return decided
+
+
+def _decide_in_task(plan, calibration, rows, threads):
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()[:12]
+    return probe.decide(plan, calibration, rows=rows, threads=threads), (node, os.getpid())
