@@ -147,8 +147,8 @@ def _one_line_errors():
         message = str(getattr(event, "message", ""))
         line = {
             # a value that does not parse is not named by its message: the flag is said
-            "InstantiationFailure": lambda: message if flag == "a value" or flag.lstrip("-")
-            .replace("-", "_") in message else f"{flag}: {message}",
+            "InstantiationFailure": lambda: message if flag == "a value" or flag in message
+            else f"{flag}: {message}",
             "BadValue": lambda: f"{flag}: {getattr(event, 'reason', 'not a valid value')}",
             "InvalidChoice": lambda: f"{flag} must be one of "
                                      f"{', '.join(map(str, getattr(event, 'choices', ())))}, "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_sts import load_job
+from conftest import load_job
 
 from sentray.contrastive.objectives import SifterWeights
 from sentray.kit import config_files
@@ -81,18 +81,24 @@ def test_bad_config_files_name_the_problem(tmp_path, text, message):
 
 def test_a_nested_default_does_not_fix_the_models_pooling(tmp_path, tiny_model_dir):
     """The encoder's pooling follows the model chosen on the command line (a sentray export's
-    sentray.json), not the default model's."""
+    sentray.json), not the default model's: the command line keeps what was typed, the plan
+    decides."""
     import json
     import shutil
 
     model = tmp_path / "exported"
     shutil.copytree(tiny_model_dir, model)
     (model / "sentray.json").write_text(json.dumps({"pooling": "cls_before_pooler"}))
-    embed = load_job("embed")
-    assert embed.parse_config([])[0].encoder.pooling == "last_avg"  # all-MiniLM-L6-v2's mean
-    assert embed.parse_config(["--model", str(model)])[0].encoder.pooling == "cls_before_pooler"
-    evaluate = load_job("evaluate")
-    assert evaluate.parse_config(["--model", str(model)])[0].encoder.pooling == "cls_before_pooler"
+    from sentray.encode.plan import model_plan
+
+    def pooling(job: str, *flags: str) -> str:
+        config = load_job(job).parse_config(list(flags))[0]
+        assert config.encoder.pooling is None  # as typed
+        return model_plan(config.encoder).pooling
+
+    assert pooling("embed") == "last_avg"  # all-MiniLM-L6-v2's mean
+    assert pooling("embed", "--model", str(model)) == "cls_before_pooler"
+    assert pooling("evaluate", "--model", str(model)) == "cls_before_pooler"
 
 
 @pytest.mark.parametrize("name", JOBS)

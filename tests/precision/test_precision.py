@@ -106,6 +106,10 @@ def test_a_job_decides_auto_once_and_an_output_keeps_its_rows_precision(tmp_path
     assert plan_encoder(encoder, rows=7, kept=output.kept()).precision == "bf16"
     (tmp_path / "out").mkdir()
     write_settings(output.location, {"precision": "fp32"}, "embed")
+    assert output.kept() is None  # no rows yet: nothing to keep
+    (tmp_path / "out" / "in.txt-0123456789").mkdir()
+    (tmp_path / "out" / "in.txt-0123456789" / "part-000000000000-000000000001-of-"
+     "000000000001.parquet").write_bytes(b"PAR1")
     assert output.kept() == Kept("fp32")
     kept = plan_encoder(encoder, rows=7, kept=output.kept())
     assert (kept.precision, kept.why) == ("fp32", "as the output's rows were made")
