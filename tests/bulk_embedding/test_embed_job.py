@@ -387,7 +387,7 @@ def test_bad_arguments_exit_cleanly(embed_job, tmp_path, exit_message):
     with pytest.raises(SystemExit) as info:  # the flag's own check (N or MIN-MAX)
         embed_job.main(["--input", str(tmp_path / "a.txt"), "--output", str(tmp_path / "o"),
                         "--actors", "0"])
-    assert "error: actors must be N >= 1" in exit_message(info)
+    assert "error: --actors: actors must be N >= 1" in exit_message(info)
     with pytest.raises(SystemExit) as info:  # a value that is not a number
         embed_job.main(["--actors", "two"])
     assert "--actors" in exit_message(info)
