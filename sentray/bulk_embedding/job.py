@@ -93,9 +93,12 @@ def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig
         "model": plan.model.name, "model_files": plan.model.fingerprint,
         "pooling": plan.pooling, "head": plan.head, "max_length": plan.max_length,
         "precision": plan.precision,
+        # what ran it: a setting but for fp32, whose runtimes give the same vectors (within
+        # 1e-5: `settings_record.comparable`)
+        "runtime": plan.runtime,
         # int8: the quantized model's digest (another calibration or tool version is another
         # model, and a rerun with it is refused like any other setting)
-        "int8_model": plan.artefact.digest if plan.artefact is not None else None,
+        "int8_model": plan.artefact.digest if plan.precision == "int8" else None,
         "dimension": vector.output_dimension(plan.dimension),
         "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
         "output_dtype": vector.output_dtype, "quantization_ranges": ranges_digest(ranges),
@@ -189,13 +192,15 @@ class EmbedJob(corpus_job.CorpusJob):
         return summarize(folders[0], sources)
 
     def before_rows(self, folders: list[storage.Location]) -> None:
-        if self.plan.artefact is not None:
+        if self.plan.precision == "int8":  # the very model the rows (and queries) are made by
             self.output.write_artefact(self.plan.artefact)
         if self.ranges is not None:
             self.output.write_code_book(self.config.vector.output_dtype, self.ranges)
 
     def run_figures(self, summary: dict, run: dict) -> dict:
-        return run_figures(summary, run, self.config.price_per_hour)
+        """tokens/s, cost, and the plan it ran (precision, runtime, why, what was measured)."""
+        return {**run_figures(summary, run, self.config.price_per_hour),
+                "encoder": self.plan.record()}
 
     def model_folders(self) -> tuple[str, ...]:
         model = self.plan.model

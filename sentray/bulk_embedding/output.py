@@ -89,7 +89,7 @@ class EmbeddingOutput:
         settings = self.settings()
         if not settings or not settings.get("precision") or not self.parts():
             return None
-        return Kept(settings["precision"],
+        return Kept(settings["precision"], settings.get("runtime"),
                     self.artefact() if settings.get("int8_model") else None)
 
     # -- the files ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from sentray.bulk_embedding.output import EmbeddingOutput
 from sentray.encode.config import EncoderConfig
 from sentray.encode.plan import Artefact, EncoderPlan
 from sentray.kit import storage
-from sentray.precision import artefacts
+from sentray.precision import artefacts, probe
 from sentray.precision.plan import Kept, plan_encoder
 
 
@@ -70,17 +70,19 @@ class QueryEncoder:
 
 def query_plan(settings: dict, location: storage.Location, device: str) -> EncoderPlan:
     """The plan of the rows the settings describe, exactly: the recorded model, read-out and
-    length, in the recorded precision with the very artefact the rows were encoded by (fp16, a
-    GPU's, is fp32 on a CPU)."""
-    precision = settings.get("precision") or "fp32"
+    length, in the recorded precision on the recorded runtime with the very artefact the rows
+    were encoded by (fp16, a GPU's, is fp32 on a CPU)."""
+    precision, runtime = settings.get("precision") or "fp32", settings.get("runtime")
     if precision == "fp16" and not device.startswith("cuda"):
-        precision = "fp32"  # fp16 is a GPU's; on a CPU the same model in fp32
+        precision, runtime = "fp32", "torch"  # fp16 is a GPU's; on a CPU the same model
     artefact = (stored_artefact(location, settings["int8_model"])
                 if settings.get("int8_model") else None)
+    if precision == "fp32" and runtime and not probe.available(runtime):
+        runtime = "torch"  # exact either way: the rows' runtime is not installed here
     config = EncoderConfig(model=settings["model"], pooling=settings["pooling"],
                            head=settings["head"], max_length=settings["max_length"],
                            device=device, precision=precision)
-    return plan_encoder(config, kept=Kept(precision, artefact, exact=True))
+    return plan_encoder(config, kept=Kept(precision, runtime, artefact, exact=True))
 
 
 def stored_artefact(location: storage.Location, digest: str) -> Artefact:

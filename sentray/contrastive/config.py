@@ -17,7 +17,7 @@ from sentray.contrastive.objectives import (
     SifterWeights,
     objective_views,
 )
-from sentray.encode.config import DittoImpl, EncoderConfig, Precision
+from sentray.encode.config import DittoImpl, EncoderConfig, Precision, Runtime
 from sentray.encode.plan import EncoderPlan
 from sentray.kit.validation import check_at_least, check_choices
 from sentray.training.cluster import ClusterConfig
@@ -46,15 +46,16 @@ class TrainEncoderConfig(EncoderConfig):
     device: Annotated[str, tyro.conf.Suppress] = "auto"
     # autocast dtype: fp16 or bf16 on GPU; bf16 on CPU (native with AMX or AVX512-BF16)
     precision: Precision = "fp32"
+    runtime: Annotated[Runtime, tyro.conf.Suppress] = "torch"  # training runs on torch
     int8_calibration: Annotated[str | None, tyro.conf.Suppress] = None
     int8_calibration_rows: Annotated[int, tyro.conf.Suppress] = 300
     ditto_impl: Annotated[DittoImpl, tyro.conf.Suppress] = "auto"
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         if self.precision in ("auto", "int8"):
             raise ValueError(f"precision {self.precision!r} is for encoding; for training "
                              "choose fp16, bf16 or fp32")
+        super().__post_init__()
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,11 @@ why, and what was measured), and the runtime's artefact (a prepared model file, 
 ONNX model). `SentenceEncoder(plan)` only builds from it; Ray actors and the query encoder
 receive it as it is.
 
+A plan runs on one of three runtimes (`sentray.encode.runtimes`): torch (fp32, bf16; a GPU's
+fp16), ONNX Runtime (fp32, int8) and OpenVINO (fp32 at an explicit f32 precision hint, bf16,
+int8). The ONNX and OpenVINO ones run an artefact: the pooled encoder exported as one ONNX graph
+(`onnx`), or that graph quantized to int8 by NNCF (`onnx-int8`, which both runtimes run).
+
 `model_plan(config)` is the model's part, fp32 on torch: the one place where a model's own
 pooling, its Ditto head and its length are taken as defaults. `sentray.precision.plan_encoder`
 makes the whole plan from it (the precision decided, measured for `auto`, the artefact
@@ -17,31 +22,31 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from sentray.encode.config import EncoderConfig
+from sentray.encode.config import ARTEFACT_KINDS, DEFAULT_RUNTIME, EncoderConfig
 from sentray.encode.model_checks import located_model
 from sentray.encode.model_info import model_facts
 from sentray.encode.model_loading import ResolvedModel
 from sentray.encode.pooling_catalog import DITTO_DEFAULT_HEADS, DITTO_POOLINGS, parse_head
 
-# precision -> the runtime that runs it (a GPU's fp16 and bf16 run on torch's autocast)
-RUNTIMES = {"fp32": "torch", "bf16": "torch", "fp16": "torch", "int8": "onnxruntime"}
-INSTALL_HINT = ("--precision int8 needs onnxruntime, onnx and nncf: "
-                "pip install 'sentray[int8]'")
+INSTALL_HINT = ("ONNX Runtime and OpenVINO (and int8's quantization) need onnxruntime, onnx, "
+                "openvino and nncf: pip install 'sentray[runtimes]'")
 
 
 @dataclass(frozen=True)
 class Artefact:
-    """A runtime's prepared model: its file's bytes and what it was made from (the int8 model:
-    NNCF static int8 of the plan's pooled encoder, as ONNX). Written beside the rows it made
-    (`OutputFolder`), and cached per `key` (`sentray.precision.artefacts`)."""
+    """A runtime's prepared model: its file's bytes and what it was made from: the plan's pooled
+    encoder as an ONNX graph (`onnx`), or that graph statically quantized by NNCF
+    (`onnx-int8`). Cached per `key` (`sentray.precision.artefacts`); an int8 one is written
+    beside the rows it made (`OutputFolder`)."""
 
+    kind: str  # onnx | onnx-int8
     key: str  # digest of what it was made from (`sentray.precision.artefacts.artefact_key`)
     digest: str  # sha256 of the file: its identity in the settings record
     pooling: str
     head: str | None
     max_length: int
     dimension: int
-    calibration: dict  # source, rows, digest of the texts it was calibrated on
+    calibration: dict | None  # int8: source, rows, digest of the texts it was calibrated on
     versions: dict  # the tools that made it (torch, onnx, nncf)
     prepare_seconds: float  # what preparing it took where it was made
     data: bytes = field(repr=False, compare=False)
@@ -52,7 +57,8 @@ class Artefact:
 
     @classmethod
     def from_record(cls, record: dict, data: bytes) -> Artefact:
-        return cls(**record, data=data)
+        """From its record (one written before artefacts had kinds is an int8 model)."""
+        return cls(**{"kind": "onnx-int8", **record}, data=data)
 
 
 @dataclass(frozen=True)
@@ -73,12 +79,20 @@ class EncoderPlan:
     max_tokens_per_batch: int | None
     ditto_impl: str
     precision: str = "fp32"  # fp32 | bf16 | fp16 | int8
-    runtime: str = "torch"  # torch | onnxruntime (RUNTIMES)
+    runtime: str = "torch"  # torch | onnxruntime | openvino (`encode.config.Runtime`)
     why: str = "asked for"  # why this precision (auto: what decided it)
     measured: tuple[dict, ...] = ()  # auto: each candidate's speed and cosine to fp32
     artefact: Artefact | None = None  # the runtime's prepared model, when it needs one
 
     def __post_init__(self) -> None:
+        kind = ARTEFACT_KINDS.get((self.runtime, self.precision), "none")
+        if kind == "none":
+            raise ValueError(f"runtime {self.runtime} does not run {self.precision}; it runs "
+                             + ", ".join(p for r, p in ARTEFACT_KINDS if r == self.runtime))
+        if (self.artefact.kind if self.artefact else None) != kind:
+            raise ValueError(f"{self.runtime} {self.precision} runs "
+                             f"{'an ' + kind + ' artefact' if kind else 'the torch model'}, not "
+                             f"{self.artefact.kind if self.artefact else 'no artefact'}")
         if self.artefact is None:
             return
         made = (self.artefact.pooling, self.artefact.head, self.artefact.max_length)
@@ -91,11 +105,14 @@ class EncoderPlan:
     def layer_head(self) -> tuple[int, int] | None:
         return parse_head(self.head) if self.head else None
 
-    def running(self, precision: str, *, why: str, artefact: Artefact | None = None,
+    def running(self, precision: str, *, why: str, runtime: str | None = None,
+                artefact: Artefact | None = None,
                 measured: tuple[dict, ...] = ()) -> EncoderPlan:
-        """This plan in `precision`, on its runtime, with its artefact."""
-        return dataclasses.replace(self, precision=precision, runtime=RUNTIMES[precision],
-                                   why=why, artefact=artefact, measured=tuple(measured))
+        """This plan in `precision` on `runtime` (default: the precision's, DEFAULT_RUNTIME),
+        with the artefact that runtime runs."""
+        return dataclasses.replace(self, precision=precision,
+                                   runtime=runtime or DEFAULT_RUNTIME[precision], why=why,
+                                   artefact=artefact, measured=tuple(measured))
 
     def record(self) -> dict[str, Any]:
         """The plan as a summary records it: the model, read-out, lengths, precision, runtime,

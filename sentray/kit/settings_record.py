@@ -18,11 +18,22 @@ from sentray.kit.output_folder import OutputFolder
 NAMED_BY = {"model": "model_files"}
 
 
+# The runtime each precision ran on before outputs recorded one (their settings have none)
+RUNTIME_BEFORE = {"fp32": "torch", "bf16": "torch", "fp16": "torch", "int8": "onnxruntime"}
+
+
 def comparable(settings: dict) -> dict:
-    """`settings` without the names that their identifying setting makes redundant."""
+    """`settings` without the names that their identifying setting makes redundant, and
+    without the runtime of fp32 vectors (every fp32 runtime gives the same vectors, within
+    1e-5); a record made before runtimes were recorded names the one that ran."""
     dropped = {name for name, identity in NAMED_BY.items()
                if not str(settings.get(identity, "hub:")).startswith("hub:")}
-    return {key: value for key, value in settings.items() if key not in dropped}
+    if settings.get("precision") == "fp32":
+        dropped.add("runtime")
+    kept = {key: value for key, value in settings.items() if key not in dropped}
+    if "precision" in kept and "runtime" not in dropped and "runtime" not in kept:
+        kept["runtime"] = RUNTIME_BEFORE.get(kept["precision"])
+    return kept
 
 
 def settings_digest(settings: dict) -> str:

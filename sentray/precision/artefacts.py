@@ -76,13 +76,19 @@ class Calibration:
         return texts, {"source": source, "rows": len(texts), "digest": digest}
 
 
-def tool_versions() -> dict:
-    """The versions of what makes the int8 model (read without importing them: nncf takes
-    seconds to import)."""
+# The tools each kind of artefact is made with (their versions are part of its key)
+TOOLS = {"onnx": ("torch", "onnx"), "onnx-int8": ("torch", "onnx", "nncf")}
+# The cache folder of each kind ("int8": where int8 models were cached before other kinds)
+CACHE_FOLDERS = {"onnx": "onnx", "onnx-int8": "int8"}
+
+
+def tool_versions(kind: str = "onnx-int8") -> dict:
+    """The versions of what makes an artefact of `kind` (read without importing them: nncf
+    takes seconds to import)."""
     from importlib import metadata
 
     versions = {}
-    for name in ("torch", "onnx", "nncf"):
+    for name in TOOLS[kind]:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -107,33 +113,46 @@ def model_identity(plan: EncoderPlan, module=None) -> str:
     return weights_identity(module) if module is not None else plan.model.fingerprint
 
 
-def artefact_key(plan: EncoderPlan, calibration: Calibration, identity: str,
+def artefact_key(plan: EncoderPlan, kind: str, calibration: Calibration | None, identity: str,
                  versions: dict | None = None) -> str:
-    """The digest of everything an int8 artefact of `plan` depends on: the one place it is
-    made (`versions`: the tools', default this machine's)."""
-    _, described = calibration.texts()
+    """The digest of everything an artefact of `kind` of `plan` depends on: the one place it
+    is made (`versions`: the tools', default this machine's). An int8 artefact's key leaves
+    its kind out, as it did before there were other kinds: a cache or an output made then
+    keeps its model."""
     made_of = {"model": identity, "pooling": plan.pooling, "head": plan.head,
-               "max_length": plan.max_length, "calibration": described,
-               "versions": versions if versions is not None else tool_versions()}
+               "max_length": plan.max_length,
+               "versions": versions if versions is not None else tool_versions(kind)}
+    if kind == "onnx-int8":
+        made_of["calibration"] = calibration.texts()[1]
+    else:
+        made_of["kind"] = kind
     return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()[:24]
 
 
 def made_for(artefact: Artefact, plan: EncoderPlan, calibration: Calibration,
              identity: str) -> bool:
     """Whether `artefact` is the one `plan` would prepare (the same weights, pooling, head,
-    max length and calibration; by whichever tool versions made it)."""
-    return artefact.key == artefact_key(plan, calibration, identity, artefact.versions)
+    max length and, for int8, calibration; by whichever tool versions made it)."""
+    return artefact.key == artefact_key(plan, artefact.kind, calibration, identity,
+                                        artefact.versions)
 
 
-def read_cached(key: str) -> Artefact | None:
-    found = cache.read_files("int8", key, "record.json", "model.onnx")
+def read_cached(kind: str, key: str) -> Artefact | None:
+    found = cache.read_files(CACHE_FOLDERS[kind], key, "record.json", "model.onnx")
     if found is None:
         return None
     record, data = json.loads(found[0]), found[1]
     if hashlib.sha256(data).hexdigest() != record.get("digest"):
-        logger.warning("int8 cache %s is damaged (digest differs): preparing it again", key)
+        logger.warning("%s cache %s is damaged (digest differs): preparing it again", kind, key)
         return None
     return Artefact.from_record(record, data)
+
+
+def cached(kind: str, plan: EncoderPlan, calibration: Calibration, module=None
+           ) -> Artefact | None:
+    """The artefact of `kind` of `plan` if this machine has it prepared, else None."""
+    return read_cached(kind, artefact_key(plan, kind, calibration,
+                                          model_identity(plan, module)))
 
 
 def export_onnx(pooled: torch.nn.Module, tokenizer) -> bytes:
@@ -168,36 +187,44 @@ def quantize(onnx_bytes: bytes, batches: list[dict[str, np.ndarray]]) -> bytes:
     return quantized.SerializeToString()
 
 
-def prepare_int8(plan: EncoderPlan, calibration: Calibration, *, module=None,
-                 tokenizer=None) -> Artefact:
-    """The int8 artefact of `plan`: from the cache, else exported from its fp32 encoder (built
-    here, on the CPU), calibrated on `calibration`'s texts (batched as the encoder batches),
-    quantized and cached."""
-    key = artefact_key(plan, calibration, model_identity(plan, module))
-    cached = read_cached(key)
-    if cached is not None:
-        logger.info("int8 model %s from the cache (%s)", cached.digest[:12],
-                    cache.folder("int8", key))
-        return cached
+def prepare(kind: str, plan: EncoderPlan, calibration: Calibration, *, module=None,
+            tokenizer=None) -> Artefact:
+    """The artefact of `kind` of `plan`: from the cache, else made and cached. `onnx`: the
+    fp32 encoder (built here, on the CPU) exported as one graph; `onnx-int8`: that graph
+    (itself from the cache when there) calibrated on `calibration`'s texts, batched as the
+    encoder batches, and quantized by NNCF."""
+    key = artefact_key(plan, kind, calibration, model_identity(plan, module))
+    found = read_cached(kind, key)
+    if found is not None:
+        logger.info("%s model %s from the cache", kind, found.digest[:12])
+        return found
     from sentray.encode.encoder import SentenceEncoder
 
-    texts, described = calibration.texts()
     started = time.perf_counter()
-    logger.info("preparing the int8 model: ONNX export, NNCF calibration on %d texts of %s "
-                "(once per model, pooling and calibration; cached)", described["rows"],
-                described["source"])
     fp32 = SentenceEncoder(dataclasses.replace(plan.running("fp32", why="exported"),
                                                device="cpu"), model=module, tokenizer=tokenizer)
-    data = quantize(export_onnx(fp32.pooled, fp32.tokenizer), [
-        {"input_ids": b.input_ids.numpy(), "attention_mask": b.attention_mask.numpy()}
-        for b in fp32.length_sorted_batches(fp32.tokenize(texts))])
-    artefact = Artefact(key=key, digest=hashlib.sha256(data).hexdigest(), pooling=plan.pooling,
-                        head=plan.head, max_length=plan.max_length, dimension=plan.dimension,
-                        calibration=described, versions=tool_versions(),
+    described = None
+    if kind == "onnx":
+        logger.info("exporting the encoder as one ONNX graph (once per model, pooling and "
+                    "length; cached)")
+        data = export_onnx(fp32.pooled, fp32.tokenizer)
+    else:
+        graph = prepare("onnx", plan, calibration, module=module, tokenizer=tokenizer)
+        texts, described = calibration.texts()
+        logger.info("preparing the int8 model: NNCF calibration on %d texts of %s (once per "
+                    "model, pooling and calibration; cached)", described["rows"],
+                    described["source"])
+        data = quantize(graph.data, [
+            {"input_ids": b.input_ids.numpy(), "attention_mask": b.attention_mask.numpy()}
+            for b in fp32.length_sorted_batches(fp32.tokenize(texts))])
+    artefact = Artefact(kind=kind, key=key, digest=hashlib.sha256(data).hexdigest(),
+                        pooling=plan.pooling, head=plan.head, max_length=plan.max_length,
+                        dimension=plan.dimension, calibration=described,
+                        versions=tool_versions(kind),
                         prepare_seconds=round(time.perf_counter() - started, 1), data=data)
-    folder = cache.write_files("int8", key, {
+    folder = cache.write_files(CACHE_FOLDERS[kind], key, {
         "model.onnx": data, "record.json": json.dumps(artefact.record(), indent=1).encode()})
-    logger.info("int8 model %s prepared in %.1f s, cached in %s", artefact.digest[:12],
+    logger.info("%s model %s prepared in %.1f s, cached in %s", kind, artefact.digest[:12],
                 artefact.prepare_seconds, folder)
     return artefact
 
@@ -205,8 +232,8 @@ def prepare_int8(plan: EncoderPlan, calibration: Calibration, *, module=None,
 def find_cached(digest: str) -> Artefact | None:
     """The cached artefact whose file has `digest` (a query encoder's, for an output file
     copied away from its folder), or None."""
-    for key in cache.keys("int8"):
-        found = read_cached(key)
+    for key in cache.keys(CACHE_FOLDERS["onnx-int8"]):
+        found = read_cached("onnx-int8", key)
         if found is not None and found.digest == digest:
             return found
     return None

@@ -1,15 +1,19 @@
 """`plan_encoder`: the one function that decides what an encoder will be, before any encoder
 exists. It makes the model's part (`sentray.encode.plan.model_plan`: the model looked up, its
-facts read once, the read-out and length decided), then the device and the precision:
+facts read once, the read-out and length decided), then the device, the precision and the
+runtime that runs it (torch, ONNX Runtime, OpenVINO: `sentray.encode.runtimes`):
 
-    fp32   exact: the vectors sentence-transformers' fp32 `encode` gives (the default)
-    bf16   on a GPU: autocast; on a CPU: bf16 weights (warned about where the CPU emulates it)
+    fp32   exact: the vectors sentence-transformers' fp32 `encode` gives (the default), on the
+           exact runtime measured fastest on this CPU (`--runtime auto`; their vectors within
+           1e-5 of torch's), for a job large enough to pay for converting; else torch
+    bf16   on a GPU: autocast; on a CPU: bf16 weights (warned about where the CPU emulates it),
+           or OpenVINO's bf16
     fp16   GPU only (autocast); a CPU has no fast fp16 matmul
-    int8   CPU only: NNCF static int8 on ONNX Runtime, its artefact prepared once and cached
-           (`sentray.precision.artefacts`)
+    int8   CPU only: NNCF static int8, on ONNX Runtime (default) or OpenVINO, its artefact
+           prepared once and cached (`sentray.precision.artefacts`)
     auto   on a CPU, measured where the encoders will run (`sentray.precision.probe`: the
-           fastest candidate that passes its quality gate against fp32; a Ray cluster's node,
-           in a Ray task, when the encoders run there); on a GPU, fp16
+           fastest runtime x precision that passes its quality gate against fp32; a Ray
+           cluster's node, in a Ray task, when the encoders run there); on a GPU, fp16
 
 A job calls it once, in its driver, and hands the plan to every encoder it builds (its actors,
 its query encoder): they never mix two precisions, and none of them probes or prepares.
@@ -23,7 +27,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from sentray.encode.config import EncoderConfig
+from sentray.encode.config import ARTEFACT_KINDS, DEFAULT_RUNTIME, EncoderConfig
 from sentray.encode.plan import Artefact, EncoderPlan, model_plan
 from sentray.kit.cpu import BF16_CPU_FLAGS, cpu_bf16_native, cpu_info
 from sentray.precision import artefacts, probe
@@ -35,6 +39,9 @@ logger = logging.getLogger(__name__)
 # 11.5 vs 70.9 sentences/s, sentence-transformers 9.1 vs 60.4; bench/results/
 # precision-avx2.json), said in the warning.
 EMULATED_BF16_SPEED = 0.16
+# A job of fewer rows is not measured (torch fp32): the probe encodes its 256 sentences twice
+# per candidate, which such a job would not pay back (PAYBACK x that, in rows)
+SMALL_JOB = 2048
 
 
 @dataclass(frozen=True)
@@ -61,11 +68,13 @@ HERE = Where()
 @dataclass(frozen=True)
 class Kept:
     """What an output's rows were made with. A rerun into it keeps it: `auto` takes the kept
-    precision, and the kept artefact is reused when it is the one this config would make (the
-    same weights, read-out and calibration). `exact`: the artefact is taken as it is (a query
-    must be encoded by the very model its rows were)."""
+    precision and runtime (for fp32, any exact runtime: the runtime is measured again), and the
+    kept int8 artefact is reused when it is the one this config would make (the same weights,
+    read-out and calibration). `exact`: the artefact is taken as it is (a query must be encoded
+    by the very model its rows were)."""
 
     precision: str
+    runtime: str | None = None  # None: the precision's default (an output made before runtimes)
     artefact: Artefact | None = None
     exact: bool = False
 
@@ -80,25 +89,28 @@ def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where
     plan = dataclasses.replace(model_plan(config, default_pooling=default_pooling,
                                           module=module), device=device)
     calibration = artefacts.Calibration(config.int8_calibration, config.int8_calibration_rows)
-    precision = config.precision
-    if kept is not None and precision in ("auto", kept.precision):
+    precision, runtime, why = config.precision, config.runtime, "asked for"
+    if (kept is not None and precision in ("auto", kept.precision)
+            and (kept.precision != "fp32" or kept.exact)):
         precision, why = kept.precision, "as the output's rows were made"
-    elif precision == "auto" and device.startswith("cuda"):
-        precision, why = "fp16", "auto: fp16 on a GPU (every CUDA GPU runs it fast)"
-    elif precision == "auto":
-        return measured(plan, calibration, rows, where, module, tokenizer)
-    else:
-        why = "asked for"
+        if runtime == "auto":
+            runtime = kept.runtime or DEFAULT_RUNTIME[precision]
+    elif kept is not None and precision in ("auto", "fp32"):
+        precision = "fp32"  # as the rows were made, on whichever exact runtime is fastest
+    if precision == "auto" and device.startswith("cuda"):
+        precision, runtime, why = "fp16", "torch", "auto: fp16 on a GPU (every CUDA GPU runs it fast)"
+    elif runtime == "auto" and precision in ("auto", "fp32") and not device.startswith("cuda"):
+        return measured(plan, calibration, rows, where, precision == "fp32", module, tokenizer)
+    if runtime == "auto":
+        runtime = DEFAULT_RUNTIME[precision]
     check_precision(precision, device)
-    artefact = None
-    if precision == "int8":
-        artefact = kept.artefact if kept is not None else None
-        identity = artefacts.model_identity(plan, module)
-        if artefact is None or not (kept.exact or artefacts.made_for(artefact, plan,
-                                                                       calibration, identity)):
-            artefact = artefacts.prepare_int8(plan, calibration, module=module,
-                                              tokenizer=tokenizer)
-    return plan.running(precision, why=why, artefact=artefact)
+    kind = ARTEFACT_KINDS.get((runtime, precision))
+    artefact = kept.artefact if kept is not None and kind == "onnx-int8" else None
+    identity = artefacts.model_identity(plan, module)
+    if kind is not None and (artefact is None or not (
+            kept.exact or artefacts.made_for(artefact, plan, calibration, identity))):
+        artefact = artefacts.prepare(kind, plan, calibration, module=module, tokenizer=tokenizer)
+    return plan.running(precision, runtime=runtime, why=why, artefact=artefact)
 
 
 def decide_device(device: str, where: Where) -> str:
@@ -137,25 +149,32 @@ def check_precision(precision: str, device: str, flags: frozenset[str] | None = 
 
 
 def measured(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
-             where: Where, module, tokenizer) -> EncoderPlan:
-    """`auto` on a CPU: decided by the probe where the encoders run (a Ray task on a node of
-    the cluster, with an actor's CPUs, when they run there), on their threads."""
+             where: Where, exact: bool, module, tokenizer) -> EncoderPlan:
+    """`auto` on a CPU, or fp32's runtime (`exact`): decided by the probe where the encoders
+    run (a Ray task on a node of the cluster, with an actor's CPUs, when they run there), on
+    their threads. A job too small to pay for the measurement (`SMALL_JOB` rows) is not
+    measured: torch fp32; a job of unknown size in fp32 takes a decision cached on this kind
+    of machine, else torch."""
+    if rows is not None and rows < SMALL_JOB:
+        return plan.running("fp32", why=f"{'fp32' if exact else 'auto'}: a job of {rows} rows "
+                            f"(under {SMALL_JOB}) costs less than measuring: torch fp32")
     if not where.on_cluster():
-        return probe.decide(plan, calibration, rows=rows, threads=where.threads, module=module,
-                            tokenizer=tokenizer)
+        return probe.decide(plan, calibration, rows=rows, threads=where.threads, exact=exact,
+                            module=module, tokenizer=tokenizer)
     import ray
 
     from sentray.kit.ray_cluster import init_ray
 
     init_ray(where.address)  # the job's own connection, which its driver goes on to use
     task = ray.remote(num_cpus=where.cpus)(_decide_in_task)
-    decided, node = ray.get(task.remote(plan, calibration, rows, where.threads))
+    decided, node = ray.get(task.remote(plan, calibration, rows, where.threads, exact))
     logger.info("precision auto measured in a Ray task on node %s (pid %d)", *node)
     return decided
 
 
-def _decide_in_task(plan, calibration, rows, threads):
+def _decide_in_task(plan, calibration, rows, threads, exact):
     import ray
 
     node = ray.get_runtime_context().get_node_id()[:12]
-    return probe.decide(plan, calibration, rows=rows, threads=threads), (node, os.getpid())
+    return (probe.decide(plan, calibration, rows=rows, threads=threads, exact=exact),
+            (node, os.getpid()))

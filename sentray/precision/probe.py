@@ -1,28 +1,34 @@
-"""`--precision auto` on a CPU: measured on the CPU that runs the encoder, never assumed from
-its flags (on an Intel Xeon with AVX512-BF16 and no AMX, bf16 ran at 0.65x fp32; on an AMD EPYC
-with the same flag, 2.88x).
+"""A plan's runtime and precision measured on the CPU that runs the encoders, never assumed from
+its flags (on an Intel Xeon with AVX512-BF16 and no AMX, torch bf16 ran at 0.65x fp32; on an AMD
+EPYC with the same flag, 2.88x).
+
+The candidates are runtime x precision (`GRID`): torch fp32 and bf16; ONNX Runtime fp32 and
+int8; OpenVINO fp32 (at an explicit f32 hint), bf16 and int8. `--precision fp32` weighs the
+exact ones (their vectors within `EXACT_TOLERANCE` of torch's); `auto` all of them.
 
 How it decides:
 
-1. fp32, bf16 and int8 each encode the same probe sentences (rows 300-555 of the bundled Brown
-   sample: not the int8 calibration rows), after a warm-up batch, on the threads the job's
-   encoders will have; each is timed until `PROBE_SECONDS` have passed or the sample is done
-   (a candidate under half fp32's speed after its first batches is stopped there).
-2. A candidate passes when the lowest per-row cosine of its vectors to fp32's reaches its gate:
-   bf16 >= 0.999 (bf16 measured min 0.99986 over 10,000 Brown rows, mean and Ditto) and int8
-   >= 0.97 (NNCF int8 measured min 0.986 over 2,000 rows on AVX2, 0.987 on an AVX512-VNNI
-   Xeon; a rare row lower is expected: the gate refuses a broken model, not a noisy row).
-3. The fastest passing candidate is chosen if it is at least `MARGIN` x fp32's measured rate;
-   otherwise fp32, which is exact. So auto is never slower than fp32 as measured there.
-4. int8 has a one-time cost: its model is exported and calibrated once (about 25 s for
-   all-MiniLM-L6-v2 on 2 cores), then cached. It is a candidate when its model is already
-   cached, or when the job's rows at fp32's measured rate would take at least `PAYBACK` x the
-   estimated cost of preparing it (`PREPARE_FACTOR` x the calibration rows' fp32 time: 25 s
-   against 2.2 s of encoding, measured here). Otherwise the log says what it would take.
+1. Each candidate encodes the probe sentences (rows 300-555 of the bundled Brown sample: not
+   the int8 calibration rows) at the job's steady state: length-sorted batches of the job's own
+   batch size on the threads the job's encoders will have, every batch run once untimed (first
+   calls, each shape's kernels) and then timed, for at most `PROBE_SECONDS`; a candidate under
+   half torch fp32's rate after two timed batches is stopped there.
+2. A candidate passes its gate against torch fp32's vectors: an exact one by the largest
+   difference of a component (<= 1e-5, the tolerance the tests hold fp32 to); bf16 by the
+   lowest per-row cosine (>= 0.999); int8 likewise (>= 0.97: it refuses a broken model, not a
+   noisy row).
+3. The fastest passing candidate is chosen if it runs at >= `MARGIN` x torch fp32; otherwise
+   torch fp32, which is the reference.
+4. Conversions cost once and are cached: the ONNX graph the ONNX Runtime and OpenVINO
+   candidates run (`EXPORT_FACTOR` x the probe's fp32 time, ~1.3 s for all-MiniLM-L6-v2 here)
+   and the int8 model both int8 candidates run (`PREPARE_FACTOR` x its calibration rows' fp32
+   time, ~13 s here). A conversion not in the cache is made for a job that pays it back: the
+   job's rows at the best rate measured so far take >= `PAYBACK` x its estimated cost.
+   Otherwise the log says what it would take; a job of unknown size converts nothing.
 
-The decision (speeds, cosines, choice) is cached per CPU model, thread count, model files,
-pooling, head, max length and int8 model in $SENTRAY_CACHE_DIR/precision/<key>/: the probe
-runs once per kind of machine, not per job.
+The decision (rates, differences, cosines, choice) is cached per CPU model, thread count, model
+files, pooling, head, max length, batching, candidates and the conversions at hand, in
+$SENTRAY_CACHE_DIR/precision/<key>/: the probe runs once per kind of machine, not per job.
 """
 
 from __future__ import annotations
@@ -30,46 +36,53 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
 
-from sentray.encode.plan import Artefact, EncoderPlan
+from sentray.encode.config import ARTEFACT_KINDS
+from sentray.encode.plan import EncoderPlan
 from sentray.kit.cpu import cpu_info
 from sentray.precision import artefacts, cache
 
 logger = logging.getLogger(__name__)
 
-CANDIDATES = ("fp32", "bf16", "int8")
-GATES = {"fp32": 1.0, "bf16": 0.999, "int8": 0.97}  # lowest per-row cosine to fp32
-MARGIN = 1.05  # a candidate other than fp32 must beat fp32 by this much (timing noise)
-PROBE_SECONDS = 2.0  # at most this long per candidate, after its warm-up batch
+GRID = (("torch", "fp32"), ("onnxruntime", "fp32"), ("openvino", "fp32"), ("torch", "bf16"),
+        ("openvino", "bf16"), ("onnxruntime", "int8"), ("openvino", "int8"))
+EXACT_TOLERANCE = 1e-5  # largest difference of a component from torch fp32's
+GATES = {"bf16": 0.999, "int8": 0.97}  # lowest per-row cosine to torch fp32
+MARGIN = 1.05  # a candidate other than torch fp32 must beat it by this much (timing noise)
+PROBE_SECONDS = 1.5  # timed, at most, per candidate (after its untimed pass)
 PROBE_ROWS = (300, 556)  # rows of the bundled sample the probe encodes
-PAYBACK = 4.0  # prepare int8 only for a job of >= PAYBACK x its estimated preparation time
-PREPARE_FACTOR = 12.0  # preparing int8 ~ 12 x encoding its calibration rows in fp32
+PAYBACK = 4.0  # a conversion for a job of >= PAYBACK x its estimated cost
+EXPORT_FACTOR = 2.0  # the ONNX export ~ 2 x the probe sentences' fp32 time
+PREPARE_FACTOR = 12.0  # the int8 model ~ 12 x its calibration rows' fp32 time
 
 
 @dataclass
 class Measured:
     """One candidate on the probe sample."""
 
+    runtime: str
     precision: str
     rate: float  # sentences/s
     rows: int  # probe sentences it encoded
+    max_difference: float  # of a component, from torch fp32's
     cosine_min: float
-    cosine_mean: float
     passed: bool
 
 
 @dataclass
 class Decision:
-    """What `--precision auto` chose on this CPU, with what it measured."""
+    """What the probe chose on this CPU, with what it measured."""
 
+    runtime: str
     precision: str
     why: str
     measured: list[dict]
@@ -89,54 +102,75 @@ def cosines(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return (vectors * reference).sum(1) / np.maximum(norms, 1e-12)
 
 
-def time_encode(encode: Callable[[list[str]], np.ndarray], texts: Sequence[str],
-                batch_size: int, floor: float | None = None, *,
-                clock: Callable[[], float] = time.perf_counter) -> tuple[float, np.ndarray]:
-    """(sentences/s, vectors of the rows encoded) of `encode` over `texts` in batches, after
-    one warm-up batch (not timed); stops after PROBE_SECONDS, or after two batches when the
-    rate so far is under `floor`."""
-    encode(list(texts[:batch_size]))  # warm-up: first-call allocations, kernel selection
+def available(runtime: str) -> bool:
+    """Whether this machine has the runtime's package (without importing it)."""
+    return runtime == "torch" or importlib.util.find_spec(runtime) is not None
+
+
+def time_batches(forward: Callable, batches: list, dimension: int, floor: float | None = None,
+                 *, clock: Callable[[], float] = time.perf_counter) -> tuple[float, np.ndarray]:
+    """(sentences/s, vectors of the rows encoded, in batch order) of `forward` at steady state:
+    every batch once untimed, then timed until PROBE_SECONDS have passed, or after two batches
+    when the rate so far is under `floor`."""
+    for batch in batches:
+        forward(batch.input_ids, batch.attention_mask)  # first calls, each shape's kernels
     parts, done, started = [], 0, clock()
-    for start in range(0, len(texts), batch_size):
-        parts.append(encode(list(texts[start:start + batch_size])))
+    for batch in batches:
+        parts.append(np.asarray(forward(batch.input_ids, batch.attention_mask).float()))
         done += len(parts[-1])
         elapsed = max(clock() - started, 1e-9)
         if elapsed >= PROBE_SECONDS or (floor and len(parts) >= 2 and done / elapsed < floor):
             break
-    return done / max(clock() - started, 1e-9), np.concatenate(parts)
+    return done / max(clock() - started, 1e-9), np.concatenate(parts).reshape(-1, dimension)
 
 
-def choose(measured: list[Measured]) -> tuple[str, str]:
-    """The rule: the fastest passing candidate at >= MARGIN x fp32's rate, else fp32."""
-    fp32 = next(m for m in measured if m.precision == "fp32")
+def gate(precision: str, vectors: np.ndarray, reference: np.ndarray) -> tuple[float, float, bool]:
+    """(largest difference of a component, lowest cosine, passed) against torch fp32."""
+    common = min(len(vectors), len(reference))  # the first rows, in the same batch order
+    difference = float(np.abs(vectors[:common] - reference[:common]).max())
+    cosine = float(cosines(vectors[:common], reference[:common]).min())
+    passed = difference <= EXACT_TOLERANCE if precision == "fp32" else cosine >= GATES[precision]
+    return difference, cosine, passed
+
+
+def choose(measured: list[Measured]) -> tuple[tuple[str, str], str]:
+    """The rule: the fastest passing candidate at >= MARGIN x torch fp32's rate, else torch
+    fp32."""
+    reference = next(m for m in measured if (m.runtime, m.precision) == ("torch", "fp32"))
     best = max((m for m in measured if m.passed), key=lambda m: m.rate)
-    if best.precision != "fp32" and best.rate >= MARGIN * fp32.rate:
-        return best.precision, (f"{best.precision} measured {best.rate / fp32.rate:.2f}x "
-                                f"fp32 on this CPU, cosine to fp32 >= {best.cosine_min:.4f}")
-    return "fp32", ("no candidate measured at least "
-                    f"{MARGIN:.2f}x fp32 with its quality gate passed")
+    if best is not reference and best.rate >= MARGIN * reference.rate:
+        return (best.runtime, best.precision), (
+            f"{best.runtime} {best.precision} measured {best.rate / reference.rate:.2f}x torch "
+            f"fp32 on this CPU, " + (f"vectors within {best.max_difference:.1e}"
+                                     if best.precision == "fp32"
+                                     else f"cosine to fp32 >= {best.cosine_min:.4f}"))
+    return ("torch", "fp32"), (f"no candidate measured at least {MARGIN:.2f}x torch fp32 with "
+                               "its gate passed")
 
 
-def int8_worth_preparing(rows: int | None, fp32_rate: float,
-                         calibration_rows: int) -> tuple[bool, str]:
-    """Whether a job of `rows` rows pays for preparing the int8 model (None: unknown, no)."""
-    estimate = PREPARE_FACTOR * calibration_rows / max(fp32_rate, 1e-9)
+def worth_converting(kind: str, rows: int | None, rate: float, reference_rate: float,
+                     calibration_rows: int, probe_rows: int) -> tuple[bool, str]:
+    """Whether a job of `rows` rows (None: unknown, no) pays for converting to `kind`: its rows
+    at `rate` (the best measured so far) take >= PAYBACK x the conversion's estimated cost."""
+    cost = (EXPORT_FACTOR * probe_rows if kind == "onnx"
+            else PREPARE_FACTOR * calibration_rows) / max(reference_rate, 1e-9)
     if rows is None:
-        return False, (f"int8 not tried: its model is not prepared (about {estimate:.0f} s, "
-                       "estimated); run once with --precision int8 to prepare and cache it")
-    job = rows / max(fp32_rate, 1e-9)
-    if job >= PAYBACK * estimate:
-        return True, (f"int8 tried: {rows} rows take about {job:.0f} s in fp32 at its measured "
-                      f"rate, >= {PAYBACK:g} x the ~{estimate:.0f} s estimated to prepare it")
-    return False, (f"int8 not tried: {rows} rows take about {job:.0f} s in fp32 at its measured "
-                   f"rate, under {PAYBACK:g} x the ~{estimate:.0f} s estimated to prepare it; "
-                   "run once with --precision int8 to prepare and cache it")
+        return False, (f"{kind} not tried: not in the cache (about {cost:.0f} s to make, "
+                       "estimated) and the job's size is unknown")
+    job = rows / max(rate, 1e-9)
+    if job >= PAYBACK * cost:
+        return True, (f"{kind} made: {rows} rows take about {job:.0f} s at the best rate "
+                      f"measured, >= {PAYBACK:g} x the ~{cost:.0f} s estimated to make it")
+    return False, (f"{kind} not tried: {rows} rows take about {job:.0f} s at the best rate "
+                   f"measured, under {PAYBACK:g} x the ~{cost:.0f} s estimated to make it")
 
 
-def decision_key(plan: EncoderPlan, threads: int, int8_digest: str | None) -> str:
+def decision_key(plan: EncoderPlan, threads: int, grid: tuple, ready: dict) -> str:
     made_of = {"cpu": cpu_info()["name"], "threads": threads,
                "model": plan.model.fingerprint, "pooling": plan.pooling, "head": plan.head,
-               "max_length": plan.max_length, "batch": plan.batch_size, "int8": int8_digest}
+               "max_length": plan.max_length, "batch": plan.batch_size,
+               "tokens": plan.max_tokens_per_batch, "grid": grid,
+               "ready": {kind: a.digest if a else None for kind, a in sorted(ready.items())}}
     return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -154,60 +188,65 @@ def write_decision(key: str, decision: Decision) -> None:
 
 
 def log_decision(decision: Decision) -> None:
-    told = ", ".join(f"{m['precision']} {m['rate']:.0f}/s"
-                     + ("" if m["precision"] == "fp32" else
-                        f" (cosine min {m['cosine_min']:.4f}{'' if m['passed'] else ', failed'})")
-                     for m in decision.measured)
-    logger.info("precision auto: %s on %s, %d threads: %s; measured%s: %s", decision.precision,
-                decision.cpu, decision.threads, decision.why,
-                " (a decision cached for this CPU, model and pooling)" if decision.cached else "",
-                told)
+    told = ", ".join(f"{m['runtime']} {m['precision']} {m['rate']:.0f}/s"
+                     + ("" if m["passed"] else " (failed its gate)") for m in decision.measured)
+    logger.info("%s %s on %s, %d threads: %s; measured%s: %s", decision.runtime,
+                decision.precision, decision.cpu, decision.threads, decision.why,
+                " (a decision cached for this CPU, model and batching)" if decision.cached
+                else "", told)
 
 
 def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int | None,
-           threads: int | None = None, module=None, tokenizer=None) -> EncoderPlan:
-    """`plan` (fp32, on a CPU) in the precision `auto` chooses for a job of `rows` rows (None:
-    unknown) on `threads` torch threads (default: this process's), its int8 artefact with it
-    when int8 is chosen. The decision is cached per kind of machine (a cached decision imports
-    no torch). `module`/`tokenizer`: a model handed in (tests), probed as it is."""
+           threads: int | None = None, exact: bool = False, module=None,
+           tokenizer=None) -> EncoderPlan:
+    """`plan` (torch fp32, on a CPU) on the runtime and precision measured fastest for a job of
+    `rows` rows (None: unknown) on `threads` torch threads (default: this process's), with
+    the artefact it runs; `exact`: the fp32 candidates only. The decision is cached per kind of
+    machine. `module`/`tokenizer`: a model handed in (tests), probed as it is."""
     threads = threads or default_threads()
-    int8_key = artefacts.artefact_key(plan, calibration,
-                                      artefacts.model_identity(plan, module))
-    ready = artefacts.read_cached(int8_key)
-    key = decision_key(plan, threads, ready.digest if ready else None)
+    grid = tuple(c for c in GRID if available(c[0]) and (not exact or c[1] == "fp32"))
+    kinds = sorted({ARTEFACT_KINDS[c] for c in grid} - {None})
+    ready = {kind: artefacts.cached(kind, plan, calibration, module) for kind in kinds}
+    key = decision_key(plan, threads, grid, ready)
     decision = read_decision(key)
-    if decision is not None and ready is None and reconsider_int8(decision, rows, calibration):
-        decision = None  # decided for a smaller job, without int8: this one may pay for it
+    if decision is not None and reconsider(decision, rows, calibration):
+        decision = None  # decided for a smaller job: this one may pay for a conversion
+    if decision is None and exact and rows is None:
+        return plan.running("fp32", why="fp32 on torch: a job of unknown size, and no runtime "
+                            "measured faster on this kind of machine yet")
     if decision is None:
         import torch
 
         previous = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
-            decision = measure_candidates(plan, calibration, rows, threads, ready, module,
-                                          tokenizer)
+            decision = measure(plan, calibration, rows, threads, grid, ready, module,
+                               tokenizer)
         finally:
             torch.set_num_threads(previous)
-        if ready is None and (ready := artefacts.read_cached(int8_key)) is not None:
-            key = decision_key(plan, threads, ready.digest)  # prepared while measuring
-        write_decision(key, decision)
+        ready = {kind: artefacts.cached(kind, plan, calibration, module) for kind in kinds}
+        write_decision(decision_key(plan, threads, grid, ready), decision)
     log_decision(decision)
-    artefact = None
-    if decision.precision == "int8":
-        artefact = ready or artefacts.read_cached(int8_key)
-        if artefact is None:  # chosen after preparing it: in the cache now
-            raise RuntimeError(f"int8 was chosen but its model {int8_key} is not in the cache")
+    kind = ARTEFACT_KINDS[(decision.runtime, decision.precision)]
+    artefact = None if kind is None else artefacts.prepare(kind, plan, calibration,
+                                                           module=module, tokenizer=tokenizer)
     when = " (decided earlier on this kind of machine)" if decision.cached else ""
-    return plan.running(decision.precision, why=f"auto{when}: {decision.why}",
-                        artefact=artefact, measured=tuple(decision.measured))
+    return plan.running(decision.precision, runtime=decision.runtime, artefact=artefact,
+                        why=f"{'fp32' if exact else 'auto'}{when}: {decision.why}",
+                        measured=tuple(decision.measured))
 
 
-def reconsider_int8(decision: Decision, rows: int | None,
-                    calibration: artefacts.Calibration) -> bool:
-    """Whether a cached decision that left int8 out should be made again for `rows`."""
-    rates = {m["precision"]: m["rate"] for m in decision.measured}
-    return ("int8" not in rates and "fp32" in rates
-            and int8_worth_preparing(rows, rates["fp32"], calibration.rows)[0])
+def reconsider(decision: Decision, rows: int | None,
+               calibration: artefacts.Calibration) -> bool:
+    """Whether a cached decision that left a conversion out should be made again for `rows`."""
+    rates = {(m["runtime"], m["precision"]): m["rate"] for m in decision.measured}
+    reference = rates.get(("torch", "fp32"))
+    if not reference or "not tried" not in decision.why:
+        return False
+    best = max(rates.values())
+    return any(worth_converting(kind, rows, best, reference, calibration.rows,
+                                len(probe_texts()))[0]
+               for kind in ("onnx", "onnx-int8") if f"{kind} not tried" in decision.why)
 
 
 def default_threads() -> int:
@@ -222,39 +261,47 @@ def default_threads() -> int:
                else os.cpu_count() or 1)
 
 
-def measure_candidates(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
-                       threads: int, ready: Artefact | None, module, tokenizer) -> Decision:
-    """Every candidate timed on the probe sentences; the decision by `choose`."""
+def measure(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
+            threads: int, grid: tuple, ready: dict, module, tokenizer) -> Decision:
+    """Every candidate of `grid` timed at steady state on the probe sentences, the conversions
+    each needs made where the job pays them back; the decision by `choose`."""
+    import torch
+
     from sentray.encode.encoder import SentenceEncoder
 
-    def encoder(precision: str, artefact: Artefact | None = None) -> SentenceEncoder:
+    def forward(runtime: str, precision: str, artefact=None):
         own = copy.deepcopy(module) if module is not None and precision == "bf16" else module
-        return SentenceEncoder(plan.running(precision, why="probed", artefact=artefact),
-                               model=own, tokenizer=tokenizer)
+        return SentenceEncoder(plan.running(precision, runtime=runtime, why="probed",
+                                            artefact=artefact),
+                               model=own, tokenizer=tokenizer).embed_tokens
 
-    texts, batch = probe_texts(), plan.batch_size
-    rate, reference = time_encode(encoder("fp32").encode, texts, batch)
-    measured = [Measured("fp32", rate, len(reference), 1.0, 1.0, True)]
-    notes = []
-    for precision in CANDIDATES[1:]:
-        artefact = None
-        if precision == "int8":
-            if ready is None:
-                worth, note = int8_worth_preparing(rows, rate, calibration.rows)
+    texts = probe_texts()
+    reference_encoder = SentenceEncoder(plan, model=module, tokenizer=tokenizer)
+    batches = list(reference_encoder.length_sorted_batches(reference_encoder.tokenize(texts)))
+    with torch.inference_mode():
+        rate, reference = time_batches(reference_encoder.embed_tokens, batches, plan.dimension)
+        measured = [Measured("torch", "fp32", rate, len(reference), 0.0, 1.0, True)]
+        notes, artefact_of = [], dict(ready)
+        for runtime, precision in grid[1:]:
+            kind = ARTEFACT_KINDS[(runtime, precision)]
+            if kind is not None and kind not in artefact_of:
+                continue  # its conversion was weighed, and not made
+            if kind is not None and artefact_of[kind] is None:
+                best = max(m.rate for m in measured if m.passed)
+                worth, note = worth_converting(kind, rows, best, rate, calibration.rows,
+                                               len(texts))
                 notes.append(note)
                 if not worth:
+                    del artefact_of[kind]
                     continue
-            artefact = ready or artefacts.prepare_int8(plan, calibration, module=module,
-                                                       tokenizer=tokenizer)
-        speed, vectors = time_encode(encoder(precision, artefact).encode, texts, batch,
-                                     floor=rate / 2)
-        common = min(len(vectors), len(reference))  # the first rows of the same sentences
-        similar = cosines(vectors[:common], reference[:common])
-        measured.append(Measured(precision, speed, common, float(similar.min()),
-                                 float(similar.mean()),
-                                 bool(similar.min() >= GATES[precision])))
+                artefact_of[kind] = artefacts.prepare(kind, plan, calibration, module=module,
+                                                      tokenizer=tokenizer)
+            speed, vectors = time_batches(forward(runtime, precision, artefact_of.get(kind)),
+                                          batches, plan.dimension, floor=rate / 2)
+            measured.append(Measured(runtime, precision, speed, len(vectors),
+                                     *gate(precision, vectors, reference)))
     chosen, why = choose(measured)
-    return Decision(chosen, "; ".join([why, *notes]),
-                    [{k: round(v, 6) if isinstance(v, float) else v
+    return Decision(*chosen, "; ".join([why, *notes]),
+                    [{k: round(v, 8) if isinstance(v, float) else v
                       for k, v in dataclasses.asdict(m).items()} for m in measured],
                     cpu_info()["name"], threads)

@@ -16,7 +16,7 @@ from conftest import config_of, encoder_of
 
 from sentray.encode.config import EncoderConfig
 from sentray.kit.cpu import cpu_bf16_features, cpu_bf16_native, cpu_info
-from sentray.precision import probe
+from sentray.precision import artefacts, probe
 from sentray.precision.plan import Kept, Where, check_precision, plan_encoder
 
 CPU = torch.device("cpu")
@@ -33,19 +33,28 @@ def test_native_bf16_is_read_from_the_cpu_flags():
 
 
 def test_auto_on_a_cpu_is_left_to_be_measured_a_gpu_takes_fp16(monkeypatch):
+    """auto, and fp32's runtime, are the probe's on a CPU (fp32: its exact candidates only);
+    a GPU takes fp16; a precision and a runtime both given are not measured."""
     measured = []
 
     def stand_in(plan, calibration, **kwargs):  # what the measurement picked, on a stand-in CPU
-        measured.append(kwargs["rows"])
+        measured.append((kwargs["rows"], kwargs["exact"]))
+        if kwargs["exact"]:
+            return plan.running("fp32", why="fp32: stand-in")
         return plan.running("bf16", why="auto: stand-in")
 
     monkeypatch.setattr(probe, "decide", stand_in)
     auto = EncoderConfig(precision="auto", device="cpu")
-    assert plan_encoder(auto, rows=7).precision == "bf16" and measured == [7]
+    assert plan_encoder(auto, rows=5000).precision == "bf16" and measured == [(5000, False)]
     gpu = plan_encoder(EncoderConfig(precision="auto"), where=Where(cpus=1, gpus=1))
     assert (gpu.precision, gpu.device, gpu.runtime) == ("fp16", "cuda", "torch")
     assert plan_encoder(dataclasses.replace(auto, precision="fp32")).precision == "fp32"
-    assert measured == [7]  # only auto on a CPU measures
+    assert measured == [(5000, False), (None, True)]  # fp32: its runtime measured, exact only
+    torch_fp32 = dataclasses.replace(auto, precision="fp32", runtime="torch")
+    assert plan_encoder(torch_fp32, rows=5000).runtime == "torch"
+    assert len(measured) == 2  # both given: nothing measured
+    with pytest.raises(ValueError, match="--runtime onnxruntime does not run --precision bf16"):
+        EncoderConfig(precision="bf16", runtime="onnxruntime")
 
 
 def test_emulated_bf16_runs_with_a_warning_and_fp16_on_a_cpu_is_refused(caplog):
@@ -97,13 +106,16 @@ def test_a_job_decides_auto_once_and_an_output_keeps_its_rows_precision(tmp_path
 
     def stand_in(plan, calibration, **kwargs):
         measured.append(kwargs["rows"])
-        return plan.running("bf16", why="auto: stand-in")
+        if kwargs["exact"]:  # fp32: its fastest exact runtime
+            return plan.running("fp32", runtime="openvino", why="fp32: stand-in",
+                                artefact=artefacts.prepare("onnx", plan, calibration))
+        return plan.running("bf16", why="auto: stand-in")  # what a probe chose
 
     monkeypatch.setattr(probe, "decide", stand_in)
     encoder = dataclasses.replace(config.encoder, device="cpu")
     output = EmbeddingOutput.at(str(tmp_path / "out"))
     assert output.kept() is None
-    assert plan_encoder(encoder, rows=7, kept=output.kept()).precision == "bf16"
+    assert plan_encoder(encoder, rows=5000, kept=output.kept()).precision == "bf16"
     (tmp_path / "out").mkdir()
     write_settings(output.location, {"precision": "fp32"}, "embed")
     assert output.kept() is None  # no rows yet: nothing to keep
@@ -111,13 +123,19 @@ def test_a_job_decides_auto_once_and_an_output_keeps_its_rows_precision(tmp_path
     (tmp_path / "out" / "in.txt-0123456789" / "part-000000000000-000000000001-of-"
      "000000000001.parquet").write_bytes(b"PAR1")
     assert output.kept() == Kept("fp32")
-    kept = plan_encoder(encoder, rows=7, kept=output.kept())
-    assert (kept.precision, kept.why) == ("fp32", "as the output's rows were made")
-    explicit = plan_encoder(dataclasses.replace(encoder, precision="bf16"), kept=output.kept())
-    assert explicit.precision == "bf16"  # asked for: the settings check then refuses the rerun
-    assert measured == [7]
-    assert plan_encoder(encoder, rows=7, kept=None).precision == "bf16"  # --overwrite: afresh
-    assert measured == [7, 7]
+    # fp32 rows: fp32, on whichever exact runtime is measured fastest (the same vectors)
+    kept = plan_encoder(encoder, rows=5000, kept=output.kept())
+    assert (kept.precision, kept.runtime) == ("fp32", "openvino")
+    write_settings(output.location, {"precision": "bf16", "runtime": "torch"}, "embed")
+    kept = plan_encoder(encoder, rows=5000, kept=output.kept())  # bf16 rows: their runtime too
+    assert (kept.precision, kept.runtime, kept.why) == ("bf16", "torch",
+                                                        "as the output's rows were made")
+    explicit = plan_encoder(dataclasses.replace(encoder, precision="fp32", runtime="torch"),
+                            kept=output.kept())
+    assert explicit.precision == "fp32"  # asked for: the settings check then refuses the rerun
+    assert measured == [5000, 5000]
+    assert plan_encoder(encoder, rows=5000, kept=None).precision == "bf16"  # --overwrite: afresh
+    assert measured == [5000, 5000, 5000]
 
 
 def test_training_takes_bf16_on_a_cpu_not_fp16():

@@ -1,6 +1,7 @@
-"""`--precision auto` on a CPU: the rule (fastest candidate that passes its quality gate and
-beats fp32 by the margin, else fp32), int8's one-time cost against the job's size, the timing
-loop on a fake clock, whole probes with fake timings on a tiny model, and the cached decision."""
+"""The probe: runtime x precision on a CPU. The rule (fastest candidate that passes its gate
+and beats torch fp32 by the margin, else torch fp32), a conversion's one-time cost against the
+job's size, the steady-state timing loop on a fake clock, whole probes with fake timings on a
+tiny model (exact candidates for fp32, the whole grid for auto), and the cached decision."""
 
 from __future__ import annotations
 
@@ -13,38 +14,62 @@ from conftest import encoder_of, make_tiny_bert
 from sentray.encode.config import EncoderConfig
 from sentray.precision import artefacts
 from sentray.precision import probe as probe_module
-from sentray.precision.plan import plan_encoder
-from sentray.precision.probe import MARGIN, Measured, choose, int8_worth_preparing, time_encode
+from sentray.precision.plan import SMALL_JOB, plan_encoder
+from sentray.precision.probe import (
+    MARGIN,
+    Measured,
+    choose,
+    gate,
+    time_batches,
+    worth_converting,
+)
 
 pytest.importorskip("onnxruntime")
+pytest.importorskip("openvino")
 
 
-def measured(precision, rate, cosine=1.0):
-    gate = probe_module.GATES[precision]
-    return Measured(precision, rate, 64, cosine, cosine, cosine >= gate)
+def measured(runtime, precision, rate, cosine=1.0, difference=0.0):
+    passed = (difference <= probe_module.EXACT_TOLERANCE if precision == "fp32"
+              else cosine >= probe_module.GATES[precision])
+    return Measured(runtime, precision, rate, 64, difference, cosine, passed)
 
 
-def test_the_fastest_passing_candidate_is_chosen_and_never_one_slower_than_fp32():
-    fp32 = measured("fp32", 100.0)
-    assert choose([fp32, measured("bf16", 65.0), measured("int8", 140.0, 0.99)])[0] == "int8"
-    assert choose([fp32, measured("bf16", 290.0), measured("int8", 140.0, 0.99)])[0] == "bf16"
+def test_the_fastest_passing_candidate_is_chosen_and_never_one_slower_than_torch_fp32():
+    fp32 = measured("torch", "fp32", 100.0)
+    assert choose([fp32, measured("torch", "bf16", 65.0),
+                   measured("onnxruntime", "int8", 140.0, 0.99)])[0] == ("onnxruntime", "int8")
+    assert choose([fp32, measured("openvino", "bf16", 290.0),
+                   measured("openvino", "int8", 140.0, 0.99)])[0] == ("openvino", "bf16")
     # the Xeon of issue 42: bf16 at 0.65x fp32 is never chosen
-    assert choose([fp32, measured("bf16", 65.0)])[0] == "fp32"
-    # a fast int8 that fails its gate is not chosen
-    assert choose([fp32, measured("int8", 300.0, 0.9)])[0] == "fp32"
-    # within the timing margin of fp32: fp32, which is exact
-    assert choose([fp32, measured("int8", 100.0 * MARGIN * 0.99, 0.99)])[0] == "fp32"
-    for rates in ((100, 50, 70), (100, 300, 200), (100, 101, 99)):
-        chosen = choose([measured(p, r) for p, r in zip(("fp32", "bf16", "int8"), rates, strict=True)])[0]
-        assert dict(zip(("fp32", "bf16", "int8"), rates, strict=True))[chosen] >= rates[0]
+    assert choose([fp32, measured("torch", "bf16", 65.0)])[0] == ("torch", "fp32")
+    # a fast int8 that fails its gate, an "exact" runtime that is not: not chosen
+    assert choose([fp32, measured("openvino", "int8", 300.0, 0.9)])[0] == ("torch", "fp32")
+    assert choose([fp32, measured("openvino", "fp32", 300.0, difference=1e-3)])[0] == (
+        "torch", "fp32")
+    # within the timing margin of torch fp32: torch fp32
+    assert choose([fp32, measured("openvino", "fp32", 100.0 * MARGIN * 0.99)])[0] == (
+        "torch", "fp32")
+    assert choose([fp32, measured("openvino", "fp32", 197.0)])[0] == ("openvino", "fp32")
 
 
-def test_int8_is_prepared_only_for_a_job_that_pays_it_back():
-    # 300 calibration rows at 150/s: about 12 x 2 s = 24 s to prepare; 4 x that = 96 s of fp32
-    assert not int8_worth_preparing(10_000, 150.0, 300)[0]  # 67 s of fp32
-    worth, note = int8_worth_preparing(50_000, 150.0, 300)  # 333 s
+def test_the_gates_hold_exact_runtimes_to_1e5_and_the_others_to_a_cosine():
+    reference = np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32)
+    assert gate("fp32", reference + 5e-6, reference)[2]
+    assert not gate("fp32", reference + 5e-5, reference)[2]
+    assert gate("bf16", reference * 1.01, reference)[2]  # the same direction
+    noisy = reference + np.random.default_rng(1).normal(scale=0.3, size=reference.shape)
+    assert not gate("bf16", noisy, reference)[2] and gate("int8", reference + 0.01, reference)[2]
+
+
+def test_a_conversion_is_made_only_for_a_job_that_pays_it_back():
+    # int8: 300 calibration rows at 150/s: about 12 x 2 s = 24 s; 4 x that = 96 s of the job
+    assert not worth_converting("onnx-int8", 10_000, 150.0, 150.0, 300, 256)[0]  # 67 s
+    worth, note = worth_converting("onnx-int8", 50_000, 150.0, 150.0, 300, 256)  # 333 s
     assert worth and "50000 rows" in note
-    assert not int8_worth_preparing(None, 150.0, 300)[0]  # size unknown: not prepared
+    # the ONNX graph: 2 x 256 rows at 150/s, ~3.4 s; a job of 14 s or more pays it back
+    assert worth_converting("onnx", 2_100, 150.0, 150.0, 300, 256)[0]
+    assert not worth_converting("onnx", 1_000, 150.0, 150.0, 300, 256)[0]
+    assert not worth_converting("onnx", None, 150.0, 150.0, 300, 256)[0]  # size unknown
 
 
 class FakeClock:
@@ -56,76 +81,100 @@ class FakeClock:
         return self.now
 
 
-def test_timing_stops_after_its_budget_or_when_clearly_slower():
+def test_timing_is_at_steady_state_and_stops_after_its_budget_or_when_clearly_slower():
+    import torch
+
     calls = []
 
-    def encode(texts):
-        calls.append(len(texts))
-        return np.ones((len(texts), 4), np.float32)
+    class Batch:
+        input_ids = attention_mask = torch.zeros((32, 4), dtype=torch.long)
 
-    texts = ["a"] * 256
-    # each clock read moves 0.5 s: the budget of 2 s ends the run long before 256 rows
-    rate, vectors = time_encode(encode, texts, 32, clock=FakeClock(0.5))
-    assert calls[0] == 32 and len(vectors) < 256 and rate > 0  # warm-up untimed, then some
+    def forward(ids, mask):
+        calls.append(len(ids))
+        return torch.ones((len(ids), 4))
+
+    batches = [Batch()] * 8
+    # every batch once untimed first; then each clock read moves 0.5 s: the budget of 1.5 s
+    rate, vectors = time_batches(forward, batches, 4, clock=FakeClock(0.5))
+    assert len(calls) > 8 and len(vectors) < 256 and rate > 0
     calls.clear()
-    # under the floor after two batches: stopped there
-    rate, vectors = time_encode(encode, texts, 32, floor=1e6, clock=FakeClock(0.01))
-    assert len(calls) == 3 and len(vectors) == 64
+    # under the floor after two timed batches: stopped there
+    rate, vectors = time_batches(forward, batches, 4, floor=1e6, clock=FakeClock(0.01))
+    assert len(calls) == 8 + 2 and len(vectors) == 64
 
 
 def tiny_config(**fields) -> EncoderConfig:
-    return EncoderConfig(pooling="mean", device="cpu", int8_calibration_rows=32, **fields)
-
-
-def decide(config: EncoderConfig, rows, threads, model, tokenizer):
-    """`auto` decided by the probe for `config`'s fp32 plan (what `plan_encoder` does on a
-    CPU)."""
-    plan = plan_encoder(config, module=model, tokenizer=tokenizer)
-    calibration = artefacts.Calibration(config.int8_calibration, config.int8_calibration_rows)
-    return probe_module.decide(plan, calibration, rows=rows, threads=threads, module=model,
-                               tokenizer=tokenizer)
+    return EncoderConfig(**{"pooling": "mean", "device": "cpu", "int8_calibration_rows": 32,
+                            "max_length": 64, **fields})  # the tiny model has 128 positions
 
 
 def fake_timings(monkeypatch, rates):
-    """time_encode with real vectors (8 probe rows) and the given sentences/s per precision."""
-    def fake(encode, texts, batch_size, floor=None, clock=None):
-        return rates[encode.__self__.precision], encode.__self__.encode(list(texts[:8]))
-    monkeypatch.setattr(probe_module, "time_encode", fake)
+    """time_batches with real vectors and the given sentences/s per (runtime, precision)."""
+    real = probe_module.time_batches
+
+    def fake(forward, batches, dimension, floor=None, clock=None):
+        plan = forward.__self__.plan
+        return rates[(plan.runtime, plan.precision)], real(forward, batches[:1], dimension)[1]
+    monkeypatch.setattr(probe_module, "time_batches", fake)
 
 
-def test_a_probe_with_fake_timings_decides_and_is_cached(tokenizer, monkeypatch, caplog):
+RATES = {("torch", "fp32"): 100.0, ("onnxruntime", "fp32"): 120.0, ("openvino", "fp32"): 160.0,
+         ("torch", "bf16"): 40.0, ("openvino", "bf16"): 150.0,
+         ("onnxruntime", "int8"): 180.0, ("openvino", "int8"): 250.0}
+
+
+def test_fp32_runs_on_the_fastest_exact_runtime_measured(tokenizer, monkeypatch, caplog):
     model = make_tiny_bert(tokenizer.vocab_size, seed=3)
-    fake_timings(monkeypatch, {"fp32": 100.0, "bf16": 40.0, "int8": 180.0})
+    fake_timings(monkeypatch, RATES)
     with caplog.at_level(logging.INFO, logger="sentray.precision.probe"):
-        small = decide(tiny_config(), 1_000, 1, model, tokenizer)
-    # int8 not prepared for 1,000 rows; bf16 slower: fp32, and the log gives measured speeds
-    assert small.precision == "fp32" and "int8 not tried" in small.why
-    assert [m["precision"] for m in small.measured] == ["fp32", "bf16"]
-    assert "fp32 100/s, bf16 40/s" in caplog.text
-    # the same CPU, model and pooling again: the cached decision, nothing measured
-    monkeypatch.setattr(probe_module, "measure_candidates",
-                        lambda *a, **k: pytest.fail("measured again"))
-    again = decide(tiny_config(), 1_000, 1, model, tokenizer)
-    assert "decided earlier" in again.why and again.precision == "fp32"
-    monkeypatch.undo()
-    fake_timings(monkeypatch, {"fp32": 100.0, "bf16": 40.0, "int8": 180.0})
-    # a large job pays for int8: prepared, measured, passed its gate, chosen
-    large = decide(tiny_config(), 10_000_000, 1, model, tokenizer)
-    assert large.precision == "int8" and large.artefact is not None, large
-    assert large.runtime == "onnxruntime"
-    int8 = next(m for m in large.measured if m["precision"] == "int8")
-    assert int8["passed"] and int8["cosine_min"] >= probe_module.GATES["int8"]
-    # another thread count is another kind of machine: probed anew
-    fake_timings(monkeypatch, {"fp32": 100.0, "bf16": 300.0, "int8": 90.0})
-    other = decide(tiny_config(), 1_000, 2, model, tokenizer)
-    assert "decided earlier" not in other.why and other.precision == "bf16"
+        plan = plan_encoder(tiny_config(), rows=100_000, module=model, tokenizer=tokenizer)
+    assert (plan.runtime, plan.precision, plan.artefact.kind) == ("openvino", "fp32", "onnx")
+    assert {(m["runtime"], m["precision"]) for m in plan.measured} == {
+        ("torch", "fp32"), ("onnxruntime", "fp32"), ("openvino", "fp32")}  # the exact ones
+    assert all(m["passed"] and m["max_difference"] <= 1e-5 for m in plan.measured)
+    assert "torch fp32 100/s" in caplog.text
+    # a small job is not measured; one of unknown size takes the decision cached here
+    small = plan_encoder(tiny_config(), rows=SMALL_JOB - 1, module=model, tokenizer=tokenizer)
+    assert (small.runtime, small.precision) == ("torch", "fp32")
+    monkeypatch.setattr(probe_module, "measure", lambda *a, **k: pytest.fail("measured again"))
+    unknown = plan_encoder(tiny_config(), module=model, tokenizer=tokenizer)
+    assert unknown.runtime == "openvino" and "decided earlier" in unknown.why
+    asked = plan_encoder(tiny_config(runtime="torch"), rows=100_000, module=model,
+                         tokenizer=tokenizer)
+    assert asked.runtime == "torch"  # --runtime given: not measured
 
 
-def test_an_encoder_with_auto_runs_what_the_probe_chose(tokenizer, monkeypatch):
-    fake_timings(monkeypatch, {"fp32": 100.0, "bf16": 300.0, "int8": 90.0})
-    encoder = encoder_of(tiny_config(precision="auto"),
+def test_auto_measures_the_grid_and_converts_what_the_job_pays_back(tokenizer, monkeypatch):
+    model = make_tiny_bert(tokenizer.vocab_size, seed=5)
+    fake_timings(monkeypatch, RATES)
+    small = plan_encoder(tiny_config(precision="auto", int8_calibration_rows=64), rows=3_000,
+                         module=model, tokenizer=tokenizer)
+    # 3,000 rows (30 s at 100/s) pay for the ONNX graph (~5 s estimated), not for the int8 model
+    # (~8 s estimated, against 19 s at the best rate): OpenVINO fp32, measured fastest
+    assert (small.runtime, small.precision) == ("openvino", "fp32")
+    assert "onnx-int8 not tried" in small.why
+    assert {m["precision"] for m in small.measured} == {"fp32", "bf16"}
+    large = plan_encoder(tiny_config(precision="auto"), rows=10_000_000, module=model,
+                         tokenizer=tokenizer)
+    assert (large.runtime, large.precision, large.artefact.kind) == ("openvino", "int8",
+                                                                      "onnx-int8")
+    assert len(large.measured) == 7
+    int8 = [m for m in large.measured if m["precision"] == "int8"]
+    assert all(m["passed"] and m["cosine_min"] >= probe_module.GATES["int8"] for m in int8)
+    # another thread count is another kind of machine: measured anew
+    fake_timings(monkeypatch, {**RATES, ("torch", "bf16"): 300.0})
+    other = probe_module.decide(plan_encoder(tiny_config(), module=model, tokenizer=tokenizer),
+                                artefacts.Calibration(rows=32), rows=10_000_000, threads=1,
+                                module=model, tokenizer=tokenizer)
+    assert "decided earlier" not in other.why and (other.runtime, other.precision) == (
+        "torch", "bf16")
+
+
+def test_an_encoder_of_auto_runs_what_the_probe_chose(tokenizer, monkeypatch):
+    fake_timings(monkeypatch, {**RATES, ("torch", "bf16"): 300.0})
+    encoder = encoder_of(tiny_config(precision="auto"), rows=100_000,
                          model=make_tiny_bert(tokenizer.vocab_size, seed=4), tokenizer=tokenizer)
-    assert encoder.precision == "bf16"
+    assert (encoder.plan.runtime, encoder.precision) == ("torch", "bf16")
     assert encoder.encode(["a sentence"]).shape == (1, 32)
 
 
@@ -145,13 +194,8 @@ def test_a_job_on_a_cluster_measures_auto_in_a_ray_task_with_an_actors_cpus(
     assert (where.threads, where.cpus, where.address) == (1, 1.0, ray_cluster.address)
     config = tiny_config(model=str(tiny_model_dir), precision="auto")
     with caplog.at_level(logging.INFO, logger="sentray.precision.plan"):
-        plan = plan_encoder(config, rows=1_000, where=where)
+        plan = plan_encoder(config, rows=SMALL_JOB, where=where)
     assert "measured in a Ray task on node" in caplog.text
     assert f"(pid {os.getpid()})" not in caplog.text
     assert plan.device == "cpu" and plan.measured[0]["precision"] == "fp32"
-    fp32 = plan_encoder(tiny_config(model=str(tiny_model_dir)))
-    cached = artefacts.read_cached(artefacts.artefact_key(
-        fp32, artefacts.Calibration(rows=32), fp32.model.fingerprint)) is not None
-    # int8 is not prepared for 1,000 rows; an int8 model of this tiny one that an earlier test
-    # of the session cached is a candidate, and may be measured the fastest
-    assert plan.precision in ("fp32", "bf16", *(("int8",) if cached else ()))
+    assert (plan.runtime, plan.precision) in probe_module.GRID
