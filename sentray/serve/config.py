@@ -47,10 +47,9 @@ class ServeConfig:
     # replicas answering queries: N, or MIN-MAX to autoscale on the requests in flight
     replicas: ReplicaCount = field(default_factory=lambda: ReplicaCount(1, 1))
     cpus_per_replica: float = 1.0  # CPUs per replica (its torch threads follow it)
-    # queries encoded and searched together: at most this many ...
+    # queries encoded and searched together, at most: those that arrived while the last batch
+    # ran (a lone query runs at once)
     max_batch_size: int = 32
-    # ... gathered for at most this long after the first arrives (0: take what is waiting)
-    batch_wait_ms: float = 1.0
     # requests waiting for a replica beyond its in-flight ones; more get a 503 at once
     max_queued_requests: int = 256
     # a search not answered within this many seconds gets a 503 (overloaded), never a hang
@@ -80,7 +79,7 @@ class ServeConfig:
         check_at_least(1, max_batch_size=self.max_batch_size, max_k=self.max_k,
                        max_queries=self.max_queries, max_body_bytes=self.max_body_bytes,
                        nprobes=self.nprobes, max_queued_requests=self.max_queued_requests)
-        check_at_least(0, batch_wait_ms=self.batch_wait_ms, refine_factor=self.refine_factor)
+        check_at_least(0, refine_factor=self.refine_factor)
         if self.request_timeout_s <= 0 or self.cpus_per_replica <= 0:
             raise ValueError("request_timeout_s and cpus_per_replica must be > 0, got "
                              f"{self.request_timeout_s} and {self.cpus_per_replica}")

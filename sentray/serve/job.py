@@ -75,7 +75,7 @@ def start_service(config: ServeConfig) -> str:
         nprobes=config.nprobes, refine_factor=config.refine_factor,
         limits=Limits(config.max_k, config.max_queries, config.max_body_bytes),
         secret=config.secret, max_batch_size=config.max_batch_size,
-        batch_wait_s=config.batch_wait_ms / 1000, request_timeout_s=config.request_timeout_s)
+        request_timeout_s=config.request_timeout_s)
     # the proxy's own time limit, past ours: a request ours lets through is never cut there
     serve.start(http_options={"host": config.host, "port": config.port,
                               "request_timeout_s": config.request_timeout_s + 5},

@@ -7,8 +7,9 @@ what the table records), then answers
     GET  /info      the model, pooling, rows and index type the table holds
     POST /search    {"query": "...", "k": 10} or {"queries": [...], "k": 10} -> the hits
 
-Concurrent queries are encoded and searched together (`@serve.batch`), in a thread, so the
-replica's event loop keeps taking requests while a batch runs. A bad request gets a 400 with a
+Concurrent queries are encoded and searched together (`query_batches`: what queued while the
+last batch ran), in a thread, so the replica's event loop keeps taking requests while a batch
+runs. A bad request gets a 400 with a
 one-line reason (`search_requests`), a missing or wrong token a 401, a search not answered
 within --request-timeout-s a 503 (Ray Serve itself answers 503 past --max-queued-requests).
 Each request is logged in one line: method, path, status, latency."""
@@ -22,10 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ray import serve
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from sentray.serve.query_batches import QueryBatches
 from sentray.serve.search_requests import BadRequest, Limits, parse_search
 
 logger = logging.getLogger("ray.serve")  # a replica's logger: its lines reach the driver
@@ -45,7 +46,6 @@ class ServiceSpec:
     limits: Limits
     secret: str | None
     max_batch_size: int
-    batch_wait_s: float
     request_timeout_s: float
 
 
@@ -63,9 +63,7 @@ class SearchService:
         self.index = VectorIndex(spec.table, s3_endpoint=spec.s3_endpoint, device=spec.device)
         self.page = PAGE.read_text(encoding="utf-8")
         self.info = table_info(self.index, spec)
-        # concurrent (query, k) pairs gathered into one batch, this replica's own queue
-        self._search_batch = serve.batch(max_batch_size=spec.max_batch_size,
-                                         batch_wait_timeout_s=spec.batch_wait_s)(self._batch)
+        self.batches = QueryBatches(self._search_blocking, spec.max_batch_size)
         self._search_blocking([("warm up", 1)])  # the encoder's and the index's first call
 
     async def __call__(self, request: Request) -> Response:
@@ -109,7 +107,7 @@ class SearchService:
             return error(400, str(exc))
         try:
             results = await asyncio.wait_for(
-                asyncio.gather(*(self._search_batch((q, parsed.k)) for q in parsed.queries)),
+                asyncio.gather(*(self.batches.submit((q, parsed.k)) for q in parsed.queries)),
                 self.spec.request_timeout_s)
         except asyncio.TimeoutError:
             return error(503, f"no answer within {self.spec.request_timeout_s:g} s: the "
@@ -121,16 +119,14 @@ class SearchService:
         return JSONResponse({"k": parsed.k, "took_ms": took, "results": [
             {"query": q, "hits": hits} for q, hits in zip(parsed.queries, results, strict=True)]})
 
-    async def _batch(self, items: list[tuple[str, int]]) -> list[list[dict]]:
-        """(query, k) of concurrent requests -> each one's hits: encoded as one batch, in a
-        thread (encoding and the table's search block)."""
-        return await asyncio.to_thread(self._search_blocking, items)
-
     def _search_blocking(self, items: list[tuple[str, int]]) -> list[list[dict]]:
+        """One batch of (query, k), in a worker thread: encoded together, searched together at
+        the largest k asked (each query's own k are the first of those)."""
         encoded = self.index.encode([query for query, _ in items])
-        return [self.index.nearest(query, k, nprobes=self.spec.nprobes,
-                                   refine_factor=self.spec.refine_factor)
-                for query, (_, k) in zip(encoded, items, strict=True)]
+        found = self.index.nearest_many(encoded, max(k for _, k in items),
+                                        nprobes=self.spec.nprobes,
+                                        refine_factor=self.spec.refine_factor)
+        return [hits[:k] for hits, (_, k) in zip(found, items, strict=True)]
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -149,12 +145,15 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def table_info(index, spec: ServiceSpec) -> dict:
     """What `GET /info` says: the embedding the table holds and how it is searched."""
+    from sentray.index.index_state import IndexState
+    from sentray.kit import storage
+
     settings = index.description.settings
-    state_index = index.table.list_indices()
+    state = IndexState.read(storage.locate(index.uri, spec.s3_endpoint))
     return {"table": index.uri, "rows": index.table.count_rows(),
             "model": settings["model"], "pooling": settings["pooling"],
             "dimension": index.description.dimension, "dtype": index.description.dtype,
             "metric": index.description.metric,
-            "index": state_index[0].index_type if state_index else "none (exact search)",
+            "index": state.index_type if state and state.trained_rows else "none (exact search)",
             "nprobes": spec.nprobes or index.nprobes, "refine_factor": spec.refine_factor,
             "max_k": spec.limits.max_k, "max_queries": spec.limits.max_queries}

@@ -380,6 +380,12 @@ def test_the_python_api_opens_once_and_answers_many(copy_of):
     hits = index.search(["one query", "and another"], k=4)
     assert [len(h) for h in hits] == [4, 4]
     assert all(hits[0][i]["score"] >= hits[0][i + 1]["score"] for i in range(3))
+    # a batch searched in one call finds what one call a query finds
+    encoded = index.encode(["one query", "and another", "a third"])
+    together = index.nearest_many(encoded, 5)
+    assert [[h["id"] for h in hits] for hits in together] == [
+        [h["id"] for h in index.nearest(query, 5)] for query in encoded]
+    assert [h["id"] for h in together[1][:4]] == [h["id"] for h in hits[1]]
 
 
 def test_s3_output_index_and_search(embedded, moto_s3):

@@ -10,7 +10,6 @@ import dataclasses
 import logging
 import threading
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -22,17 +21,6 @@ from sentray.serve.search_requests import Limits
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory, tiny_model_dir, brown_corpus) -> Path:
     return indexed_output(tmp_path_factory.mktemp("served"), tiny_model_dir, brown_corpus)
-
-
-@pytest.fixture(autouse=True)
-def replica_context(monkeypatch):
-    """What `@serve.batch` reads of the replica it runs in (its max_ongoing_requests), which a
-    replica built outside Ray Serve has not got."""
-    from ray import serve
-
-    context = types.SimpleNamespace(
-        _deployment_config=types.SimpleNamespace(max_ongoing_requests=64))
-    monkeypatch.setattr(serve, "get_replica_context", lambda: context)
 
 
 def asgi(service):
@@ -57,7 +45,7 @@ def make_service(indexed: Path, **changes):
 
     values = dict(table=str(indexed / "out"), s3_endpoint=None, device="cpu", nprobes=None,
                   refine_factor=10, limits=Limits(20, 8, 4096), secret=None, max_batch_size=8,
-                  batch_wait_s=0.005, request_timeout_s=10.0)
+                  request_timeout_s=10.0)
     return SearchService(ServiceSpec(**{**values, **changes}))
 
 
@@ -116,10 +104,11 @@ def test_a_token_is_needed_when_set(indexed):
 
 
 def test_concurrent_queries_are_one_batch_and_the_loop_keeps_answering(indexed, caplog):
-    """Eight searches at once reach the encoder as one batch; while that batch is held up,
-    /healthz still answers at once (the search runs in a thread); a search that outlasts the
-    request timeout gets a 503 with its reason."""
-    service = make_service(indexed, request_timeout_s=30.0, batch_wait_s=0.05)
+    """Eight searches at once: the first runs alone at once (no wait for company); the seven
+    that arrive while it is held up are the next batch, encoded together. Meanwhile /healthz
+    answers at once (the search runs in a thread). A search that outlasts the request timeout
+    gets a 503 with its reason."""
+    service = make_service(indexed, request_timeout_s=30.0)
     batches = []
     release = threading.Event()
     encode = service.index.encode
@@ -136,8 +125,10 @@ def test_concurrent_queries_are_one_batch_and_the_loop_keeps_answering(indexed, 
 
         transport = ASGITransport(app=asgi(service))
         async with AsyncClient(transport=transport, base_url="http://t") as http:
-            searches = [asyncio.create_task(http.post("/search", json={"query": f"q {i}"}))
-                        for i in range(8)]
+            searches = [asyncio.create_task(http.post("/search", json={"query": "q 0"}))]
+            await asyncio.sleep(0.3)  # the first is running (held up) when the others come
+            searches += [asyncio.create_task(http.post("/search", json={"query": f"q {i}"}))
+                         for i in range(1, 8)]
             await asyncio.sleep(0.3)
             started = time.perf_counter()
             health = await http.get("/healthz")
@@ -158,9 +149,12 @@ def test_concurrent_queries_are_one_batch_and_the_loop_keeps_answering(indexed, 
     finally:
         serve_logger.removeHandler(caplog.handler)
     assert health.status_code == 200 and health_s < 0.5
-    assert [a.status_code for a in answers] == [200] * 8 and batches[0] == 8
+    assert [a.status_code for a in answers] == [200] * 8
+    assert batches[:2] == [1, 7] and service.batches.sizes[:2] == [1, 7]
     assert late.status_code == 503 and "no answer within 0.5 s" in late.json()["error"]
-    lines = [r.getMessage() for r in caplog.records if r.name == "ray.serve"]
+    # each record once, whether it reached the handler directly or through the root logger
+    records = {id(r): r for r in caplog.records if r.name == "ray.serve"}.values()
+    lines = [r.getMessage() for r in records]
     assert sum(line.startswith("POST /search 200 ") for line in lines) == 8
     assert any(line.startswith("GET /healthz 200 ") and line.endswith(" ms")
                for line in lines)
