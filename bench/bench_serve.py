@@ -177,7 +177,9 @@ def main() -> None:
     flags = [*(["--index-uri", args.index_uri] if args.index_uri else []), *args.flags.split()]
     process, ready = start(args.output, args.port, flags)
     try:
-        warm = phase(args.port, queries[-50:], 2, 50, 60)  # the first calls of each part
+        # warm-up: the first calls of each part, and batches as large as the run's (32
+        # clients), so that "after warm-up" is the memory of a service that has seen its load
+        warm = phase(args.port, queries[-400:], 32, 400, 60)
         report = {"cpu": cpu_line(), "service": ready, "flags": flags, "warm_up": warm,
                   "rss_warm": rss_mib(process.pid), "phases": {}}
         report["phases"]["1"] = phase(args.port, queries, 1, args.one_client, args.seconds)
