@@ -7,7 +7,7 @@ STAMP := .installed
 # torch first and pinned: a loose or implicit torch spec can pull a multi-GB CUDA build.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install -q torch==2.13.0
-	$(PYTHON) -m pip install -q -e ".[dev,openie,corenlp,runtimes,index]"
+	$(PYTHON) -m pip install -q -e ".[dev,openie,corenlp,runtimes,index,serve]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -287,6 +287,20 @@ rolled back to its last recorded commit and redone. A table of another embedding
 
     python jobs/search.py out/embeddings --query "a dog in the park" -k 5
     python jobs/search.py out/embeddings/{OutputFolder.INDEX_TABLE} --queries questions.txt --json"""),
+    "serve": Job(
+        "sentray.serve.config:ServeConfig", "sentray.serve.job:run_serve", (),
+        """Serve an index on Ray Serve: an HTTP JSON API and a search page, until Ctrl-C.
+
+    python jobs/serve.py out/embeddings                     # http://127.0.0.1:8000
+    curl -s 127.0.0.1:8000/search -d '{"query": "a dog in the park", "k": 5}'
+    python jobs/serve.py s3://bucket/emb --replicas 1-4 --token "$SECRET" --port 8080
+
+POST /search takes {"query": TEXT, "k": N} or {"queries": [TEXT, ...], "k": N} and answers with
+the hits (id, score, text, source, row); GET /info says what the table holds, GET /healthz
+that the service is up, GET / is the search page. A bad request gets a 400 with its reason, an
+overload a 503. The queries are embedded as the table's rows were (`sentray search`'s encoder).
+Loopback only unless --host names another address. Prints one JSON line (its URL) once it
+answers."""),
     "evaluate": Job(
         "sentray.evaluation.config:EvaluateConfig", "sentray.evaluation.job:run_evaluation",
         (),

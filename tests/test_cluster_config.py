@@ -99,7 +99,7 @@ def test_project_is_mounted_and_installed(config: dict[str, Any]) -> None:
     assert config["file_mounts"] == {"/home/ubuntu/sentray": "."}
     setup = config["setup_commands"]
     torch_idx = [i for i, c in enumerate(setup) if "torch==2.13.0" in c]
-    pkg_idx = [i for i, c in enumerate(setup) if '-e "/home/ubuntu/sentray[openie,runtimes,index]"' in c]
+    pkg_idx = [i for i, c in enumerate(setup) if '-e "/home/ubuntu/sentray[openie,runtimes,index,serve]"' in c]
     assert torch_idx, setup
     assert pkg_idx, setup
     assert max(torch_idx) < min(pkg_idx), "torch must be installed before the package"

@@ -113,6 +113,16 @@ def scalar_quantize(vectors: np.ndarray, ranges: Ranges, dtype: Literal["int8", 
     return codes.astype(np.uint8) if dtype == "uint8" else (codes - 128).astype(np.int8)
 
 
+def scalar_dequantize(codes: np.ndarray, ranges: Ranges) -> np.ndarray:
+    """The float vectors (N, D) float32 that int8/uint8 codes (N, D) stand for: each code's
+    bin's middle, min_j + (code + 0.5) * step_j (the inverse of `scalar_quantize` to within
+    half a step); min_j itself in a dimension whose range is a single value."""
+    starts = ranges.minimum.astype(np.float32, copy=False)
+    steps = (ranges.maximum.astype(np.float32, copy=False) - starts) / 255  # (D,)
+    unsigned = codes.astype(np.float32) + (128 if codes.dtype == np.int8 else 0)
+    return (starts + np.where(steps == 0, 0, unsigned + 0.5) * steps).astype(np.float32)
+
+
 def pack_bits(vectors: np.ndarray, dtype: Literal["binary", "ubinary"]) -> np.ndarray:
     """One bit per dimension (x > 0), 8 to a byte: (N, D) -> (N, ceil(D / 8))."""
     packed = np.packbits(vectors > 0, axis=-1)

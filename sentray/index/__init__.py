@@ -3,7 +3,8 @@
 from it (`embedding_record`), the record of the rows a table holds and the rollback of a killed
 run (`index_state`), the rows an output holds that its table lacks (`plan`), appending them in
 this process or through Ray Data (`table_writing`), the ANN index and its defaults (`ann`), the
-index job (`job`) and the search, as a function and as a job (`search`).
+index job (`job`) and the claim that keeps it to one run at a time on a table (`run_claim`),
+and the search, as a function and as a job (`search`).
 
 May import: sentray.kit, sentray.corpus, sentray.bulk_embedding.
 """

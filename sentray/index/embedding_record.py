@@ -17,10 +17,12 @@ from sentray.bulk_embedding.query import QueryEncoder
 from sentray.kit import storage
 from sentray.kit.settings_record import differences, settings_digest
 
-METADATA_KEY = b"sentray.bulk_embedding"  # the table schema's metadata key
+METADATA_KEY = b"sentray.embedding"  # the table schema's metadata key (a format: kept)
 VECTOR_COLUMN = "vector"
-# float outputs as stored; packed bits as uint8 bytes (the distance: hamming)
+# float outputs as stored; int8/uint8 codes dequantized to float32 through the output's code
+# book (their query: a float32 vector); packed bits as uint8 bytes (the distance: hamming)
 FLOAT_DTYPES = ("float32", "float16")
+SCALAR_DTYPES = vectors.SCALAR
 BINARY_DTYPES = vectors.PACKED
 
 
@@ -54,8 +56,18 @@ class EmbeddingDescription:
     def metric(self) -> str:
         return "hamming" if self.dtype in BINARY_DTYPES else "cosine"
 
+    @property
+    def dequantized(self) -> bool:
+        """Whether the table holds int8/uint8 codes dequantized (float32) by the code book."""
+        return self.dtype in SCALAR_DTYPES
+
+    def ranges(self) -> vectors.Ranges | None:
+        """The code book (int8/uint8 outputs), as the embedding job quantized with it."""
+        return None if self.code_book is None else vectors.Ranges.from_json(self.code_book)
+
     def vector_type(self) -> pa.DataType:
-        value = {"float32": pa.float32(), "float16": pa.float16()}.get(self.dtype, pa.uint8())
+        value = {"float32": pa.float32(), "float16": pa.float16(), "int8": pa.float32(),
+                 "uint8": pa.float32()}.get(self.dtype, pa.uint8())
         return pa.list_(value, self.width)
 
     def to_metadata(self) -> dict[bytes, bytes]:
@@ -73,14 +85,8 @@ class EmbeddingDescription:
 
 
 def describe_output(output: EmbeddingOutput) -> EmbeddingDescription:
-    """The description of an embedding output folder; ValueError when it is not one, or holds
-    vectors the index cannot search as what they are (int8/uint8 codes)."""
+    """The description of an embedding output folder; ValueError when it is not one."""
     settings, ranges = output.describe()
-    dtype = settings["output_dtype"]
-    if dtype in vectors.SCALAR:
-        raise ValueError(f"{output.uri} holds {dtype} codes, which a vector index would "
-                         "compare as if they were floats: embed with --output-dtype float32, "
-                         "float16 or binary to index")
     return EmbeddingDescription(settings, None if ranges is None else ranges.to_json(),
                                 output.uri)
 
@@ -90,11 +96,9 @@ def query_encoder(description: EmbeddingDescription, *, device: str = "auto",
     """The encoder of queries for a table of `description`: the embedding job's own actor,
     built from the settings its rows were made with (an int8 model is looked for beside the
     output, then in this machine's int8 cache)."""
-    ranges = (vectors.Ranges.from_json(description.code_book)
-              if description.code_book is not None else None)
     location = storage.locate(description.embeddings, s3_endpoint)
-    return QueryEncoder.from_settings(description.settings, ranges, location, device=device,
-                                      float_output=float_output)
+    return QueryEncoder.from_settings(description.settings, description.ranges(), location,
+                                      device=device, float_output=float_output)
 
 
 def check_same_embedding(table: EmbeddingDescription, output: EmbeddingDescription,

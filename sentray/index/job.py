@@ -20,6 +20,7 @@ from sentray.index.embedding_record import (
 )
 from sentray.index.index_state import IndexState, roll_back
 from sentray.index.plan import PartWork, add_run, plan
+from sentray.index.run_claim import IndexRunClaim
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,14 @@ def run_index(config: IndexConfig) -> dict:
         raise ValueError(f"{output.uri} holds no part files: an embedding output with no rows "
                          "(did jobs/embed.py finish?)")
     location = storage.locate(config.table_uri, config.s3_endpoint)
+    with IndexRunClaim(location) as claim:  # one run at a time on a table
+        return _index(config, output, description, parts, location, claim, started)
+
+
+def _index(config: IndexConfig, output: storage.Location, description: EmbeddingDescription,
+           parts: list, location: storage.Location, claim: IndexRunClaim,
+           started: float) -> dict:
+    """run_index, under this run's claim on the table."""
     database, name = table_writing.connect(config.table_uri, config.s3_endpoint)
     table, state = _open(database, name, location, description, config)
     work = plan(parts, state.indexed if state else {})
@@ -49,17 +58,21 @@ def run_index(config: IndexConfig) -> dict:
             table = database.create_table(name, schema=schema)
             state = IndexState(version=table.version, digest=description.digest)
             state.write(location, table.version)
-        added, skipped = _append(table, work, output, location, state, texts, corpus, config)
+        added, skipped = _append(table, work, output, location, state, texts, corpus, config,
+                                 claim)
     if table is None:
         raise ValueError(f"{output.uri} holds no embedded rows to index")
     action = ann.index_action(config, description, state.rows, state.trained_rows,
                               ann.unindexed_rows(table) if state.trained_rows else 0)
+    if action:
+        claim.verify()
     if action == "train":
         state.partitions = ann.train(table, config, description, state.rows)
         state.trained_rows, state.index_type = state.rows, config.index_type
     elif action == "extend":
         ann.extend(table)
     if action:
+        claim.verify()
         state.write(location, table.version)
     if not work and not action:
         logger.info("%s already holds every row of %s: nothing written", location.uri,
@@ -94,9 +107,10 @@ def _open(database, name: str, location: storage.Location, description: Embeddin
 
 
 def _append(table, work: list[PartWork], output: storage.Location, location: storage.Location,
-            state: IndexState, texts, corpus, config: IndexConfig) -> tuple[int, int]:
-    """Add the rows of `work`, a commit (and a record) per group; (rows added, rows without a
-    vector)."""
+            state: IndexState, texts, corpus, config: IndexConfig,
+            claim: IndexRunClaim) -> tuple[int, int]:
+    """Add the rows of `work`, a commit (and a record) per group, each while the table is
+    still this run's; (rows added, rows without a vector)."""
     total = sum(part.rows for part in work)
     use_ray = config.write == "ray" or (config.write == "auto" and (
         bool(config.address or os.environ.get("RAY_ADDRESS")) or total > config.ray_rows))
@@ -109,6 +123,7 @@ def _append(table, work: list[PartWork], output: storage.Location, location: sto
     schema = table.schema
     added = skipped = 0
     for group in table_writing.commit_groups(work, config.rows_per_commit):
+        claim.verify()
         before = table.count_rows()
         if use_ray:
             options = table_writing.lance_storage_options(location.uri, config.s3_endpoint)
@@ -126,6 +141,7 @@ def _append(table, work: list[PartWork], output: storage.Location, location: sto
             for a, b in part.runs:
                 state.indexed[part.source_key] = add_run(state.indexed.get(part.source_key, []),
                                                          a, b)
+        claim.verify()
         state.write(location, table.version)
         logger.info("%d/%d rows added (table version %d)", added + skipped, total,
                     table.version)

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sentray.bulk_embedding.vectors import Ranges, scalar_dequantize
 from sentray.corpus.reading import read_task
 from sentray.corpus.sources import CorpusConfig, Source
 
@@ -72,11 +73,12 @@ def plan(parts: Sequence[tuple[str, str, int, int]], indexed: dict[str, Runs]) -
 
 
 def part_rows(work: PartWork, filesystem: pafs.FileSystem, vector_type: pa.DataType,
-              text_source: Source | None = None,
-              corpus: CorpusConfig | None = None) -> tuple[pa.Table, int]:
+              text_source: Source | None = None, corpus: CorpusConfig | None = None,
+              code_book: Ranges | None = None) -> tuple[pa.Table, int]:
     """(rows of the part with a vector, as the table stores them, rows without one) of the rows
-    `work` still has to add: id, source, row, vector (packed bits as uint8 bytes), and the
-    text of --text-from when given (joined by row)."""
+    `work` still has to add: id, source, row, vector (packed bits as uint8 bytes; int8/uint8
+    codes, given their `code_book`, as the float32 vectors they stand for), and the text of
+    --text-from when given (joined by row)."""
     with filesystem.open_input_file(work.path) as handle:
         table = pq.read_table(handle, columns=["id", "source", "row", "embedding"])
     rows = table.column("row").to_numpy()
@@ -87,7 +89,11 @@ def part_rows(work: PartWork, filesystem: pafs.FileSystem, vector_type: pa.DataT
     read = table.num_rows
     table = table.filter(pc.is_valid(table.column("embedding")))
     vectors = table.column("embedding").combine_chunks()
-    if pa.types.is_int8(vectors.type.value_type):  # binary: bits packed as int8 minus 128
+    if code_book is not None:  # int8/uint8 codes (N, D) -> the floats they stand for
+        codes = vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), -1)
+        floats = scalar_dequantize(codes, code_book).ravel()
+        vectors = pa.FixedSizeListArray.from_arrays(pa.array(floats), vectors.type.list_size)
+    elif pa.types.is_int8(vectors.type.value_type):  # binary: bits packed as int8 minus 128
         flat = vectors.values.to_numpy(zero_copy_only=False).view(np.uint8) ^ np.uint8(0x80)
         vectors = pa.FixedSizeListArray.from_arrays(pa.array(flat), vectors.type.list_size)
     columns = {"id": table.column("id"), "source": table.column("source"),

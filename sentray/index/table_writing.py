@@ -52,6 +52,13 @@ def table_schema(description: EmbeddingDescription, id_type: pa.DataType,
     return pa.schema(fields, metadata=description.to_metadata())
 
 
+def code_book(schema: pa.Schema):
+    """The code book that turns the rows' int8/uint8 codes into the table's float32 vectors
+    (from the description the table's `schema` carries); None for every other dtype."""
+    description = EmbeddingDescription.from_metadata(schema.metadata, "the table")
+    return description.ranges() if description.dequantized else None
+
+
 def connect(uri: str, s3_endpoint: str | None):
     """(LanceDB connection to the table's folder, table name) of a table URI ending in .lance."""
     import lancedb
@@ -99,7 +106,7 @@ def append_local(table, group: list[PartWork], filesystem, schema: pa.Schema,
         nonlocal skipped
         for part in group:
             rows, without = part_rows(part, filesystem, schema.field("vector").type,
-                                      _text_source(texts, part), corpus)
+                                      _text_source(texts, part), corpus, code_book(schema))
             skipped += without
             yield from rows.cast(schema).to_batches()
 
@@ -155,7 +162,8 @@ class WriteParts:
         for item in batch.to_pylist():
             part = PartWork(**{**item, "runs": tuple(tuple(run) for run in item["runs"])})
             rows, _ = part_rows(part, self.filesystem, self.schema.field("vector").type,
-                                _text_source(self.texts, part), self.corpus)
+                                _text_source(self.texts, part), self.corpus,
+                                code_book(self.schema))
             if rows.num_rows:
                 fragments += write_fragments(rows.cast(self.schema), self.uri,
                                              schema=self.schema,

@@ -6,8 +6,11 @@ named, and a query that finds the row of its own text."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from conftest import load_job
 
 from sentray.index.index_state import STATE_FILE, IndexState
 from sentray.index.search import VectorIndex, search
+from sentray.kit import storage
 
 # -- tiny embedding outputs: the tiny random encoder, a few hundred Brown rows in two files (an
 # empty line among them: a row without a vector), embedded once per session in this process
@@ -106,7 +110,7 @@ def test_index_then_search_from_the_cli_and_python(embedded, copy_of, capsys):
     assert summary["index"] == "IVF_HNSW_SQ"
     assert_table_is_output(uri, output)
     table = read_table(uri)
-    stored = json.loads(table.schema.metadata[b"sentray.bulk_embedding"])
+    stored = json.loads(table.schema.metadata[b"sentray.embedding"])
     assert stored["settings"] == json.loads((output / "_settings.json").read_text())["settings"]
     text = table.to_arrow().to_pylist()[7]
     capsys.readouterr()
@@ -172,6 +176,102 @@ def test_a_killed_run_is_rolled_back_and_redone_exactly(copy_of, tmp_path, monke
     assert_table_is_output(uri, output)
 
 
+def claim_record(**fields) -> str:
+    """A claim as another index run leaves it (host, pid, heartbeat as given)."""
+    return json.dumps({"run": "other-run", "host": socket.gethostname(), "pid": os.getpid(),
+                       "started": time.time() - 5, "heartbeat": time.time(),
+                       "digest": "other-run", **fields})
+
+
+def write_claim(table: Path, **fields) -> Path:
+    """`claim_record(**fields)` where an index run on `table` keeps its claim."""
+    path = Path(f"{table}.claims") / "_runs" / "other-run.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(claim_record(**fields))
+    return path
+
+
+def test_a_second_index_run_on_a_table_is_refused_naming_the_first(copy_of, tmp_path,
+                                                                   monkeypatch):
+    """While one run appends, a second run on the same table (here started from inside the
+    first: the same process, alive) is refused before it writes anything; the first ends
+    with the table whole and its claim gone."""
+    from sentray.index import table_writing
+
+    output = copy_of("out")
+    uri = tmp_path / "t.lance"
+    args = [str(output), "--index-uri", str(uri), "--rows-per-commit", "100"]
+    refusals = []
+    real_append = table_writing.append_local
+
+    def append_and_try_a_second_run(*a, **kw):
+        with pytest.raises(SystemExit) as info:
+            load_job("index").main(args)
+        refusals.append(str(info.value.code))
+        return real_append(*a, **kw)
+
+    monkeypatch.setattr(table_writing, "append_local", append_and_try_a_second_run)
+    assert load_job("index").main(args)["rows"] == 259
+    assert len(refusals) == 2  # one a commit (a group a part file here)
+    assert f"{uri} is being indexed by run " in refusals[0]
+    assert f"pid {os.getpid()}" in refusals[0] and "one index run at a time" in refusals[0]
+    assert_table_is_output(uri, output)
+    assert not list(Path(f"{uri}.claims").glob("_runs/*.json"))
+
+
+@pytest.mark.parametrize("stale", ["killed", "silent_host"])
+def test_a_stale_claim_is_taken_over_and_a_live_one_refused(copy_of, tmp_path, stale):
+    """A claim whose process is gone (this host) or whose heartbeat stopped (another host)
+    is taken over; the same claim from a living process, or a recent heartbeat, is refused."""
+    import subprocess
+
+    output = copy_of("out")
+    uri = tmp_path / "t.lance"
+    args = [str(output), "--index-uri", str(uri)]
+    if stale == "killed":
+        sleeper = subprocess.Popen(["sleep", "60"])
+        claim = write_claim(uri, pid=sleeper.pid)
+    else:
+        claim = write_claim(uri, host="another-host", pid=1)
+    with pytest.raises(SystemExit, match="is being indexed by run other-run"):
+        load_job("index").main(args)
+    assert not uri.exists()  # refused before writing anything
+    if stale == "killed":
+        sleeper.kill()
+        sleeper.wait()
+    else:
+        write_claim(uri, host="another-host", pid=1, heartbeat=time.time() - 3600)
+    assert load_job("index").main(args)["rows"] == 259
+    assert not claim.exists()
+    assert_table_is_output(uri, output)
+
+
+def test_a_run_whose_table_was_taken_over_stops_without_recording(copy_of, tmp_path,
+                                                                  monkeypatch):
+    """A run stopped long enough for another to take its claim over (its claim file gone)
+    commits and records nothing more; the next run finds the table exactly as recorded."""
+    from sentray.index import table_writing
+
+    output = copy_of("out")
+    uri = tmp_path / "t.lance"
+    args = [str(output), "--index-uri", str(uri), "--rows-per-commit", "100"]
+    real_append = table_writing.append_local
+
+    def append_then_lose_the_claim(*a, **kw):
+        for path in Path(f"{uri}.claims").glob("_runs/*.json"):
+            path.unlink()
+        return real_append(*a, **kw)
+
+    monkeypatch.setattr(table_writing, "append_local", append_then_lose_the_claim)
+    with pytest.raises(SystemExit, match="took .* over while this run was stopped"):
+        load_job("index").main(args)
+    recorded = IndexState.read(storage.locate(str(uri)))
+    assert recorded.rows == 0  # the first commit was made, never recorded
+    monkeypatch.setattr(table_writing, "append_local", real_append)
+    assert load_job("index").main(args)["rows"] == 259
+    assert_table_is_output(uri, output)
+
+
 def test_a_changed_embedding_is_refused_naming_the_fix(copy_of, tmp_path):
     output = copy_of("out")
     uri = tmp_path / "t.lance"
@@ -209,17 +309,46 @@ def test_bad_input_is_named(embedded, copy_of, tmp_path, exit_message):
     assert "no query given" in exit_message(info)
 
 
-def test_int8_codes_are_refused_not_searched_as_floats(copy_of):
-    from sentray.bulk_embedding.output import EmbeddingOutput
-    from sentray.index.embedding_record import describe_output
+def test_an_int8_output_is_searched_through_its_own_code_book(embedded, tiny_model_dir,
+                                                             tmp_path):
+    """int8 codes go into the table as the floats they stand for (the output's code book, each
+    code its bin's middle), searched by cosine with the query as a float (never quantized)."""
+    from sentray.bulk_embedding.vectors import Ranges, scalar_dequantize
 
-    output = copy_of("out")
-    settings = json.loads((output / "_settings.json").read_text())
-    settings["settings"]["output_dtype"] = "int8"
-    (output / "_settings.json").write_text(json.dumps(settings))
-    with pytest.raises(ValueError, match="int8 codes.*--output-dtype float32, float16 or "
-                                         "binary"):
-        describe_output(EmbeddingOutput.at(str(output)))
+    output = tmp_path / "codes"
+    embed(tiny_model_dir, embedded / "in" / "a.txt", output, "--output-dtype", "int8")
+    summary = load_job("index").main([str(output), "--text-from", str(embedded / "in" / "a.txt")])
+    assert summary["rows"] == 149
+    table = read_table(output / "_index.lance")
+    assert str(table.schema.field("vector").type) == "fixed_size_list<item: float>[32]"
+    ranges = Ranges.read(output / "_quantization.json")
+    codes = output_rows(output)  # id -> the stored int8 codes, as float32
+    for row in table.to_arrow().to_pylist()[:20]:
+        expected = scalar_dequantize(codes[row["id"]].astype(np.int8)[None], ranges)[0]
+        # the same float32 operations in the same order: equal to the bit on any CPU
+        np.testing.assert_array_equal(np.asarray(row["vector"], np.float32), expected)
+    index = VectorIndex(str(output))
+    assert index.encoder.actor is not None and not index.binary
+    row = table.to_arrow().to_pylist()[33]
+    [hits] = index.search([row["text"]], k=3)
+    assert hits[0]["id"] == row["id"] and hits[0]["score"] > 0.99
+
+
+def test_dequantized_codes_are_within_half_a_step_of_the_floats():
+    from sentray.bulk_embedding.vectors import Ranges, scalar_dequantize, scalar_quantize
+
+    rng = np.random.default_rng(0)
+    floats = rng.standard_normal((200, 16)).astype(np.float32)
+    floats[:, 3] = 0.25  # a dimension of one value: its range is a point
+    ranges = Ranges.of(floats)
+    step = (ranges.maximum - ranges.minimum) / 255
+    for dtype in ("int8", "uint8"):
+        back = scalar_dequantize(scalar_quantize(floats, ranges, dtype), ranges)
+        inside = floats < ranges.maximum  # the maximum itself is clipped into the top bin
+        error = np.abs(back - floats)
+        # half a step, and a float32 rounding of the values added to get there
+        assert np.all(error[inside] <= np.broadcast_to(step / 2 + 1e-6, error.shape)[inside])
+        assert np.all(back[:, 3] == np.float32(0.25))
 
 
 def test_a_binary_output_is_searched_by_hamming_then_rescored(embedded, tiny_model_dir,
@@ -251,6 +380,12 @@ def test_the_python_api_opens_once_and_answers_many(copy_of):
     hits = index.search(["one query", "and another"], k=4)
     assert [len(h) for h in hits] == [4, 4]
     assert all(hits[0][i]["score"] >= hits[0][i + 1]["score"] for i in range(3))
+    # a batch searched in one call finds what one call a query finds
+    encoded = index.encode(["one query", "and another", "a third"])
+    together = index.nearest_many(encoded, 5)
+    assert [[h["id"] for h in hits] for hits in together] == [
+        [h["id"] for h in index.nearest(query, 5)] for query in encoded]
+    assert [h["id"] for h in together[1][:4]] == [h["id"] for h in hits[1]]
 
 
 def test_s3_output_index_and_search(embedded, moto_s3):
@@ -272,6 +407,35 @@ def test_s3_output_index_and_search(embedded, moto_s3):
     text = embedded.joinpath("in", "b.txt").read_text().splitlines()[5]
     [hits] = search("s3://index-test/emb", [text], k=2, s3_endpoint=moto_s3)
     assert hits[0]["id"] == "b.txt:5"
+
+
+def test_one_index_run_at_a_time_on_s3(embedded, moto_s3):
+    """The claim works through S3 as on a disk: a live run's claim there refuses a second
+    run, naming it; a killed run's is taken over."""
+    import subprocess
+
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
+    s3.create_bucket(Bucket="claims")
+    for path in (embedded / "out").rglob("*"):
+        if path.is_file():
+            s3.put_object(Bucket="claims", Key=f"emb/{path.relative_to(embedded / 'out')}",
+                          Body=path.read_bytes())
+    sleeper = subprocess.Popen(["sleep", "60"])
+    s3.put_object(Bucket="claims", Key="emb/t.lance.claims/_runs/other-run.json",
+                  Body=claim_record(pid=sleeper.pid).encode())
+    args = ["s3://claims/emb", "--index-uri", "s3://claims/emb/t.lance", "--s3-endpoint",
+            moto_s3]
+    with pytest.raises(SystemExit, match=f"is being indexed by run other-run .*pid "
+                                         f"{sleeper.pid}"):
+        load_job("index").main(args)
+    sleeper.kill()
+    sleeper.wait()
+    assert load_job("index").main(args)["rows_added"] == 259
+    listed = s3.list_objects_v2(Bucket="claims", Prefix="emb/t.lance.claims/")
+    assert not [item["Key"] for item in listed.get("Contents", [])
+                if item["Key"].endswith(".json")]  # no claim left (a folder marker may be)
 
 
 @pytest.mark.ray

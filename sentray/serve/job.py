@@ -1,0 +1,138 @@
+"""`run_serve`: the job behind `sentray serve` and `jobs/serve.py`. Checks that the table is
+there and the port free, connects to Ray (or starts a local loopback cluster), starts Ray
+Serve's HTTP proxy on --host:--port and the `SearchService` replicas (a fixed count, or
+autoscaled between MIN and MAX on the requests in flight), prints one JSON line once it
+answers (its URL, the table, its rows), and serves until Ctrl-C (or SIGTERM): then it deletes
+its application, stops Serve and the Ray it started itself, and nothing else."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+import sys
+import time
+import urllib.request
+
+from sentray.index.index_state import IndexState
+from sentray.index.search import table_uri
+from sentray.kit import storage
+from sentray.kit.ray_cluster import init_ray, local_cpus
+from sentray.serve.config import ServeConfig
+from sentray.serve.search_requests import Limits
+
+logger = logging.getLogger(__name__)
+APPLICATION = "sentray-search"
+# Replicas the autoscaler aims at per request in flight: a replica batches what it is sent, so
+# it takes a few at once before another one helps
+TARGET_ONGOING_REQUESTS = 8
+
+
+def run_serve(config: ServeConfig) -> None:
+    """Serve `config.table` until interrupted (module docstring)."""
+    uri = table_uri(config.table)
+    # the index job's record says a table is there (opened by the replicas only: LanceDB's
+    # runtime in this process would be forked into every Ray process it starts)
+    if IndexState.read(storage.locate(uri, config.s3_endpoint)) is None:
+        raise FileNotFoundError(f"no index at {uri}: build it with `sentray index "
+                                f"{config.output}` (or pass --index-uri TABLE.lance)")
+    check_port_free(config.host, config.port)
+    started_ray = init_ray(config.address, num_cpus=local_cpus(config.replicas.maximum,
+                                                                 config.cpus_per_replica))
+    handlers, stdout = _interrupt_on_signals(), sys.stdout
+    try:
+        url = start_service(config)
+        info = _get_json(f"{url}/info", config.secret)
+        print(json.dumps({"url": url, "table": uri, "rows": info["rows"],
+                          "index": info["index"], "replicas": config.replicas.spec()}),
+              flush=True)
+        sys.stdout = sys.stderr  # the line above is the result: Ray's notes go to stderr
+        logger.info("serving %s at %s (Ctrl-C stops it)", uri, url)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        logger.info("stopping the service")
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        _stop_service(started_ray)
+        sys.stdout = stdout
+
+
+def start_service(config: ServeConfig) -> str:
+    """Start Serve's proxy and the replicas; returns the service's URL once it answers."""
+    from ray import serve
+
+    from sentray.serve.service import SearchService, ServiceSpec
+
+    verbose = logging.getLogger().level <= logging.DEBUG  # -v: Serve's own notes too
+    if not verbose:
+        logging.getLogger("ray.serve").setLevel(logging.WARNING)
+
+    spec = ServiceSpec(
+        table=config.table, s3_endpoint=config.s3_endpoint, device=config.device,
+        nprobes=config.nprobes, refine_factor=config.refine_factor,
+        limits=Limits(config.max_k, config.max_queries, config.max_body_bytes),
+        secret=config.secret, max_batch_size=config.max_batch_size,
+        request_timeout_s=config.request_timeout_s)
+    # the proxy's own time limit, past ours: a request ours lets through is never cut there
+    serve.start(http_options={"host": config.host, "port": config.port,
+                              "request_timeout_s": config.request_timeout_s + 5},
+                logging_config={"log_level": "INFO" if verbose else "WARNING"})
+    scaling = ({"num_replicas": config.replicas.minimum} if config.replicas.fixed else
+               {"autoscaling_config": {"min_replicas": config.replicas.minimum,
+                                       "max_replicas": config.replicas.maximum,
+                                       "target_ongoing_requests": TARGET_ONGOING_REQUESTS}})
+    deployment = serve.deployment(
+        SearchService, name="SearchService", max_queued_requests=config.max_queued_requests,
+        max_ongoing_requests=2 * config.max_batch_size,
+        ray_actor_options={"num_cpus": config.cpus_per_replica},
+        # our one line a request (service.py), not Serve's own access log beside it
+        logging_config={"log_level": "INFO", "enable_access_log": False}, **scaling)
+    serve.run(deployment.bind(spec), name=APPLICATION, route_prefix="/")
+    return f"http://{config.host}:{config.port}"
+
+
+def check_port_free(host: str, port: int) -> None:
+    """ValueError naming the port when something listens on it already (Serve's proxy would
+    otherwise fail in the background, and the service never answer)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ValueError(f"cannot listen on {host}:{port} ({exc.strerror}): another "
+                             "program holds the port; give another with --port") from None
+
+
+def _interrupt_on_signals() -> dict:
+    """Ctrl-C (SIGINT, even where the shell that started us ignores it) and SIGTERM stop the
+    service; returns the handlers replaced."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return {number: signal.signal(number, interrupt)
+            for number in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _get_json(url: str, secret: str | None) -> dict:
+    headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def _stop_service(started_ray: bool) -> None:
+    """Delete this service (its replicas finish what they hold); stop Ray, and Serve with it,
+    when this process started Ray (a cluster given by --address keeps running, with whatever
+    else it serves)."""
+    import ray
+    from ray import serve
+
+    try:
+        serve.delete(APPLICATION)
+    finally:
+        if started_ray:
+            ray.shutdown()

@@ -1,0 +1,64 @@
+"""`QueryBatches`: the searches a replica is asked for at once, run as batches. While one batch
+runs (in a thread: encoding and the table's search block), the searches that arrive wait; when
+it ends, all of them (up to --max-batch-size) are the next batch. A lone query runs at once,
+with no wait for company; under load each batch holds what queued during the last.
+
+Why not Ray Serve's `@serve.batch`: it forms a batch as soon as its wait (`batch_wait_timeout_s`)
+runs out, even while the previous batch still runs, and queues it behind that one. Measured on
+this service (issue 56, 16 clients, a 1 ms wait): batches of one query, each behind the other,
+~600 ms a query in the replica; a longer wait is paid in full by every lone query."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class QueryBatches(Generic[T, R]):
+    """`await batches.submit(item)` -> `run(batch)[i]` for the batch `item` ran in.
+
+    run: items -> one result per item, in order; called in a worker thread, one batch at a
+    time. A submission cancelled while it waits (its request timed out) is left out of its
+    batch."""
+
+    def __init__(self, run: Callable[[list[T]], Sequence[R]], max_batch_size: int) -> None:
+        self.run, self.max_batch_size = run, max_batch_size
+        self.pending: list[tuple[T, asyncio.Future]] = []
+        self.running = False
+        self.sizes: list[int] = []  # each batch's size, for tests and the curious
+
+    async def submit(self, item: T) -> R:
+        future = asyncio.get_running_loop().create_future()
+        self.pending.append((item, future))
+        if not self.running:
+            self.running = True
+            asyncio.get_running_loop().create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self.pending:
+                batch = [(i, f) for i, f in self.pending[:self.max_batch_size]
+                         if not f.cancelled()]
+                self.pending = self.pending[self.max_batch_size:]
+                if batch:
+                    await self._run_one([i for i, _ in batch], [f for _, f in batch])
+        finally:
+            self.running = False
+
+    async def _run_one(self, items: list[T], futures: list[asyncio.Future]) -> None:
+        self.sizes.append(len(items))
+        try:
+            results = await asyncio.to_thread(self.run, items)
+        except Exception as exc:  # every search of the batch fails with it
+            for future in futures:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for future, result in zip(futures, results, strict=True):
+            if not future.done():
+                future.set_result(result)

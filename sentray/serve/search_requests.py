@@ -1,0 +1,68 @@
+"""What a search request may say, checked before any query is encoded: `parse_search` turns the
+body of `POST /search` into a `SearchRequest` or raises `BadRequest`, whose message is the
+one-line reason the 400 carries. Pure: no Ray, no table.
+
+    {"query": "a dog in the park", "k": 10}
+    {"queries": ["a dog in the park", "the city budget"], "k": 5}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+FIELDS = ("query", "queries", "k")
+DEFAULT_K = 10
+
+
+class BadRequest(ValueError):
+    """A request the service answers with 400 and this one-line message."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_k: int
+    max_queries: int
+    max_body_bytes: int
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    queries: tuple[str, ...]
+    k: int
+    many: bool  # sent as "queries" (answered with one result per query) rather than "query"
+
+
+def parse_search(body: bytes, limits: Limits) -> SearchRequest:
+    """The request in `body` (JSON), or BadRequest naming what is wrong with it."""
+    if len(body) > limits.max_body_bytes:
+        raise BadRequest(f"the request body is {len(body):,} bytes; at most "
+                         f"{limits.max_body_bytes:,} are accepted")
+    try:
+        values = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRequest(f"the body is not JSON ({exc}): send "
+                         '{"query": "...", "k": 10}') from None
+    if not isinstance(values, dict):
+        raise BadRequest('the body must be a JSON object: {"query": "...", "k": 10}')
+    unknown = sorted(set(values) - set(FIELDS))
+    if unknown:
+        raise BadRequest(f"unknown field {unknown[0]!r}; the fields are {', '.join(FIELDS)}")
+    if ("query" in values) == ("queries" in values):
+        raise BadRequest('give either "query" (one text) or "queries" (a list of texts)')
+    many = "queries" in values
+    queries = values["queries"] if many else [values["query"]]
+    if many and (not isinstance(queries, list) or not queries):
+        raise BadRequest('"queries" must be a non-empty list of texts')
+    if len(queries) > limits.max_queries:
+        raise BadRequest(f"{len(queries)} queries in one request; at most {limits.max_queries}")
+    for number, query in enumerate(queries, 1):
+        name = f"query number {number}" if many else "the query"
+        if not isinstance(query, str):
+            raise BadRequest(f"{name} is {type(query).__name__}, not a text")
+        if not query.strip():
+            raise BadRequest(f"{name} is empty: give the text to search for")
+    k = values.get("k", DEFAULT_K)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= limits.max_k:
+        raise BadRequest(f"k must be a whole number from 1 to {limits.max_k}, got {k!r}")
+    return SearchRequest(tuple(queries), k, many)

@@ -1,0 +1,57 @@
+"""`QueryBatches`: a lone item runs at once; what arrives while a batch runs is the next batch
+(at most max_batch_size); a cancelled wait is left out; a failure reaches every item of its
+batch."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from sentray.serve.query_batches import QueryBatches
+
+
+def test_batches_hold_what_queued_while_the_last_ran():
+    gate = threading.Event()
+
+    def run(items):
+        if items == ["first"]:
+            gate.wait(5)
+        return [f"{item}!" for item in items]
+
+    async def scenario():
+        batches = QueryBatches(run, max_batch_size=3)
+        first = asyncio.ensure_future(batches.submit("first"))
+        await asyncio.sleep(0.05)
+        rest = [asyncio.ensure_future(batches.submit(f"q{i}")) for i in range(5)]
+        late = asyncio.ensure_future(batches.submit("cancelled"))
+        await asyncio.sleep(0.05)
+        late.cancel()
+        gate.set()
+        return await first, await asyncio.gather(*rest), batches.sizes
+
+    first, rest, sizes = asyncio.run(scenario())
+    assert first == "first!" and rest == [f"q{i}!" for i in range(5)]
+    assert sizes == [1, 3, 2]  # the cancelled one left out of the last batch
+
+
+def test_a_failure_reaches_every_item_of_its_batch():
+    def run(items):
+        raise RuntimeError("the encoder broke")
+
+    async def scenario():
+        batches = QueryBatches(run, max_batch_size=4)
+        return await asyncio.gather(*(batches.submit(i) for i in range(3)),
+                                    return_exceptions=True)
+
+    assert [str(e) for e in asyncio.run(scenario())] == ["the encoder broke"] * 3
+
+
+@pytest.mark.parametrize("count", [1, 10])
+def test_every_item_is_answered_in_order(count):
+    async def scenario():
+        batches = QueryBatches(lambda items: [i * 2 for i in items], max_batch_size=4)
+        return await asyncio.gather(*(batches.submit(i) for i in range(count)))
+
+    assert asyncio.run(scenario()) == [i * 2 for i in range(count)]

@@ -1,0 +1,160 @@
+"""The service's replica in this process (no Ray): `SearchService` over a tiny indexed output,
+asked through Starlette's test client. Every route, every 4xx with its reason, a 503 when a
+search outlasts --request-timeout-s, a batch encoded once for concurrent queries, an event
+loop that keeps answering while a search blocks, and one log line a request."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from served_output import indexed_output
+
+from sentray.serve.search_requests import Limits
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, tiny_model_dir, brown_corpus) -> Path:
+    return indexed_output(tmp_path_factory.mktemp("served"), tiny_model_dir, brown_corpus)
+
+
+def asgi(service):
+    """The service as an ASGI app: each HTTP request to `SearchService.__call__`, as Ray
+    Serve's proxy hands it over."""
+    from starlette.requests import Request
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":  # the test client's start and end: nothing to do
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        response = await service(Request(scope, receive))
+        await response(scope, receive, send)
+
+    return app
+
+
+def make_service(indexed: Path, **changes):
+    from sentray.serve.service import SearchService, ServiceSpec
+
+    values = dict(table=str(indexed / "out"), s3_endpoint=None, device="cpu", nprobes=None,
+                  refine_factor=10, limits=Limits(20, 8, 4096), secret=None, max_batch_size=8,
+                  request_timeout_s=10.0)
+    return SearchService(ServiceSpec(**{**values, **changes}))
+
+
+def client(service):
+    from starlette.testclient import TestClient
+
+    return TestClient(asgi(service))
+
+
+@pytest.fixture
+def service(indexed):
+    return make_service(indexed)
+
+
+def test_search_info_health_and_page(service, indexed):
+    line = (indexed / "brown.txt").read_text().splitlines()[17]
+    with client(service) as http:
+        found = http.post("/search", json={"query": line, "k": 3})
+        assert found.status_code == 200
+        hits = found.json()["hits"]
+        assert len(hits) == 3 and hits[0]["text"] == line and hits[0]["id"] == "brown.txt:17"
+        assert set(hits[0]) == {"id", "score", "text", "source", "row"}
+        many = http.post("/search", json={"queries": [line, "another"], "k": 2}).json()
+        assert [r["query"] for r in many["results"]] == [line, "another"]
+        assert many["results"][0]["hits"] == hits[:2]
+        info = http.get("/info").json()
+        assert info["rows"] == 120 and info["pooling"] == "last_avg"
+        assert info["model"] and info["index"] == "none (exact search)"
+        assert http.get("/healthz").json() == {"status": "ok"}
+        page = http.get("/")
+        assert page.status_code == 200 and "<title>sentray search</title>" in page.text
+
+
+def test_bad_requests_get_400_with_their_reason(service):
+    with client(service) as http:
+        for body, reason in [({"query": ""}, "the query is empty"),
+                             ({"query": "a", "k": 21}, "from 1 to 20"),
+                             ({"query": "a", "top": 1}, "unknown field 'top'"),
+                             ({"query": "a" * 5000}, "at most 4,096 are accepted")]:
+            answer = http.post("/search", json=body)
+            assert answer.status_code == 400 and reason in answer.json()["error"]
+        answer = http.post("/search", content=b"{oops")
+        assert answer.status_code == 400 and "not JSON" in answer.json()["error"]
+        assert http.get("/search").status_code == 405
+        assert "/search takes POST" in http.get("/search").json()["error"]
+        assert http.get("/nothing").status_code == 404
+
+
+def test_a_token_is_needed_when_set(indexed):
+    with client(make_service(indexed, secret="s3cret")) as http:
+        assert http.get("/info").status_code == 401
+        assert "Authorization: Bearer" in http.get("/healthz").json()["error"]
+        assert http.get("/info", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert http.get("/info", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert http.get("/?token=s3cret").status_code == 200
+
+
+def test_concurrent_queries_are_one_batch_and_the_loop_keeps_answering(indexed, caplog):
+    """Eight searches at once: the first runs alone at once (no wait for company); the seven
+    that arrive while it is held up are the next batch, encoded together. Meanwhile /healthz
+    answers at once (the search runs in a thread). A search that outlasts the request timeout
+    gets a 503 with its reason."""
+    service = make_service(indexed, request_timeout_s=30.0)
+    batches = []
+    release = threading.Event()
+    encode = service.index.encode
+
+    def slow_encode(queries):
+        batches.append(len(queries))
+        release.wait(5)
+        return encode(queries)
+
+    service.index.encode = slow_encode
+
+    async def scenario():
+        from httpx import ASGITransport, AsyncClient
+
+        transport = ASGITransport(app=asgi(service))
+        async with AsyncClient(transport=transport, base_url="http://t") as http:
+            searches = [asyncio.create_task(http.post("/search", json={"query": "q 0"}))]
+            await asyncio.sleep(0.3)  # the first is running (held up) when the others come
+            searches += [asyncio.create_task(http.post("/search", json={"query": f"q {i}"}))
+                         for i in range(1, 8)]
+            await asyncio.sleep(0.3)
+            started = time.perf_counter()
+            health = await http.get("/healthz")
+            health_s = time.perf_counter() - started
+            release.set()
+            answers = await asyncio.gather(*searches)
+            release.clear()
+            service.spec = dataclasses.replace(service.spec, request_timeout_s=0.5)
+            late = await http.post("/search", json={"query": "never answered in time"})
+            release.set()
+            return health, health_s, answers, late
+
+    serve_logger = logging.getLogger("ray.serve")  # Ray's: it does not propagate to root
+    serve_logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="ray.serve"):
+            health, health_s, answers, late = asyncio.run(scenario())
+    finally:
+        serve_logger.removeHandler(caplog.handler)
+    assert health.status_code == 200 and health_s < 0.5
+    assert [a.status_code for a in answers] == [200] * 8
+    assert batches[:2] == [1, 7] and service.batches.sizes[:2] == [1, 7]
+    assert late.status_code == 503 and "no answer within 0.5 s" in late.json()["error"]
+    # each record once, whether it reached the handler directly or through the root logger
+    records = {id(r): r for r in caplog.records if r.name == "ray.serve"}.values()
+    lines = [r.getMessage() for r in records]
+    assert sum(line.startswith("POST /search 200 ") for line in lines) == 8
+    assert any(line.startswith("GET /healthz 200 ") and line.endswith(" ms")
+               for line in lines)
