@@ -220,7 +220,7 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
         previous = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
-            decision = measure(plan, calibration, rows, threads, grid, ready, module,
+            decision = measure_grid(plan, calibration, rows, threads, grid, ready, module,
                                tokenizer)
         finally:
             torch.set_num_threads(previous)
@@ -261,7 +261,7 @@ def default_threads() -> int:
                else os.cpu_count() or 1)
 
 
-def measure(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
+def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
             threads: int, grid: tuple, ready: dict, module, tokenizer) -> Decision:
     """Every candidate of `grid` timed at steady state on the probe sentences, the conversions
     each needs made where the job pays them back; the decision by `choose`."""

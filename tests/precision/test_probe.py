@@ -136,7 +136,7 @@ def test_fp32_runs_on_the_fastest_exact_runtime_measured(tokenizer, monkeypatch,
     # a small job is not measured; one of unknown size takes the decision cached here
     small = plan_encoder(tiny_config(), rows=SMALL_JOB - 1, module=model, tokenizer=tokenizer)
     assert (small.runtime, small.precision) == ("torch", "fp32")
-    monkeypatch.setattr(probe_module, "measure", lambda *a, **k: pytest.fail("measured again"))
+    monkeypatch.setattr(probe_module, "measure_grid", lambda *a, **k: pytest.fail("measured again"))
     unknown = plan_encoder(tiny_config(), module=model, tokenizer=tokenizer)
     assert unknown.runtime == "openvino" and "decided earlier" in unknown.why
     asked = plan_encoder(tiny_config(runtime="torch"), rows=100_000, module=model,
