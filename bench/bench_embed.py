@@ -1,31 +1,32 @@
 """Bulk embedding: `jobs/embed.py` end to end against its peers, on the same sentences with the
-same model, at every corpus size of `--sizes`, in one run:
+same model, at every corpus size of `--sizes`, in one run, and how close each runs to the
+machine's limit:
 
 - the peers (bench/embed_peers.py), few-line sentence-transformers scripts, each timed from its
   launch to its exit like the job (interpreter start, imports and model load included; its own
   load + encode seconds recorded beside), at its default batch of 32 and its own length sorting:
-  `encode` on torch fp32, and bf16 weights where the CPU runs bf16 natively (AMX or AVX512-BF16:
-  `--bf16-peer` times it elsewhere too); the ONNX backend in fp32 and dynamically quantized to
-  int8 (`--onnx-python`); the OpenVINO backend statically quantized to int8 (`--ov-python`). The
-  exported ones are exported once, untimed (seconds printed); their pins clash with sentray's,
-  so each runs in its own venv (bench/peer_venvs.sh builds both), and one whose interpreter is
-  not given is skipped with a note. "Fastest peer" is the fastest of these configurations;
-- sentray's `SentenceEncoder.encode` in this process (the job's compute without Ray), and the
-  same with a token budget (`--max-tokens-per-batch`), at the smallest size;
-- `python jobs/embed.py` as a subprocess, as a user runs it (an input of at most
-  `--in-process-rows` rows runs in its own process), and again on its Ray actor pool
-  (`--in-process-rows 0`: Ray start, actor start included); reading and writing Parquet
-  included; every id checked once. Each prints where its first seconds went (`timings.
-  since_launch` of its summary: Ray ready, actor ready, first rows embedded, first part).
+  torch fp32 and bf16 weights (where the CPU runs bf16 natively: AMX or AVX512-BF16); the ONNX
+  backend in fp32 and dynamically quantized to int8 (`--onnx-python`); the OpenVINO backend at
+  an f32 hint, a bf16 hint and statically quantized to int8 (`--ov-python`). The exported ones
+  are exported once, untimed (seconds printed); their pins clash with sentray's, so each runs
+  in its own venv (bench/peer_venvs.sh builds both), and one whose interpreter is not given is
+  skipped with a note. "Fastest peer" is the fastest of these configurations;
+- `python jobs/embed.py` as a subprocess, as a user runs it, at its default (fp32, on the exact
+  runtime it measures fastest) and with `--precision auto`, each a first run in a fresh cache
+  (the probe and every conversion included); `auto` again on its Ray actor pool
+  (`--in-process-rows 0`); reading and writing Parquet included, every id checked once;
+- the encoder of the plan each job ran, in this process (load + encode): the job / encoder
+  ratio is what Ray, Parquet and the job's own work cost;
+- every candidate runtime x precision at steady state in this process (the first size's
+  sentences, up to 2,000), with its vectors against torch fp32's: what `auto` chose among.
 
-For each run: seconds, sentences/s, padding (padded tokens that are not real tokens, for the
-batches that run would form), STS-B test Spearman x 100 (each peer's in its own interpreter,
-sentray's by its encoder at the run's precision; "–" where that fails) and the ratio of
-throughput to the fastest peer; then the goals, met or not.
+For each run: seconds, sentences/s, tokens/s, its encoder's FLOP rate (tokens/s x the model's
+FLOPs a token) over torch's GEMM rate at the same precision on the same threads, STS-B test
+Spearman x 100, and the ratio to the fastest peer; then the goals, met or not.
 
     bash bench/peer_venvs.sh    # once: out/peer-venvs/onnx and out/peer-venvs/openvino
     python bench/bench_embed.py --sizes 10000,50000 --onnx-python out/peer-venvs/onnx/bin/python \
-        --ov-python out/peer-venvs/openvino/bin/python
+        --ov-python out/peer-venvs/openvino/bin/python --json bench/results/embed-CPU.json
     python bench/bench_embed.py --sizes 10000 --padding-only
 """
 
@@ -34,17 +35,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-# embed_peers imports because Python puts a script's folder first on sys.path
+# embed_peers and embed_runs import because Python puts a script's folder first on sys.path
 # (`python bench/bench_embed.py` is the way in).
 import embed_peers
+import embed_runs
 import numpy as np
-import pyarrow.dataset as pads
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = ROOT.parent / "shared/data/corpus/brown.txt"
@@ -87,35 +85,6 @@ def cpu_line() -> str:
     return f"CPU: {cpu_info()['name']}, {os.cpu_count()} CPUs, {bf16}"
 
 
-def run_in_process(model: str, sentences: list[str], **config) -> float:
-    from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
-    from sentray.precision.plan import plan_encoder
-
-    start = time.perf_counter()
-    encoder = SentenceEncoder(plan_encoder(EncoderConfig(model=model, device="cpu", **config)))
-    vectors = encoder.encode(sentences)
-    assert vectors.shape[0] == len(sentences)
-    return time.perf_counter() - start, encoder.precision
-
-
-def run_job(corpus: Path, output: Path, extra: list[str], rows: int) -> tuple[float, dict]:
-    """(seconds, timings) of jobs/embed.py; timings gain `fixed`: launch to first part."""
-    start_wall, start = time.time(), time.perf_counter()
-    job = subprocess.run([sys.executable, str(ROOT / "jobs" / "embed.py"), "--input",
-                          str(corpus), "--output", str(output), *extra],
-                         env={**os.environ, **embed_peers.OFFLINE_ENV}, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if job.returncode:
-        raise SystemExit(f"jobs/embed.py failed ({job.returncode}):\n{job.stderr[-3000:]}")
-    ids = pads.dataset(output, format="parquet").to_table(columns=["id"]).column("id")
-    assert len(ids) == rows == len(set(ids.to_pylist())), "every id once"
-    summary = json.loads((output / "_summary.json").read_text())
-    timings = {**summary["timings"], "precision": summary["settings"]["precision"]}
-    timings["fixed"] = timings["first_part_at"] - start_wall
-    return seconds, timings
-
-
 def padding_table(model: str, sentences: list[str], batch_size: int, budget: int) -> str:
     """Forward passes and padding of fixed batches of `batch_size` vs a token budget on the
     same sentences (the shapes the encoder would run; no model call)."""
@@ -126,9 +95,9 @@ def padding_table(model: str, sentences: list[str], batch_size: int, budget: int
     rows = ["| batching | forward passes | padded tokens | real tokens | padding |",
             "|---|---|---|---|---|"]
     for label, config in ((f"fixed, {batch_size} sentences", EncoderConfig(
-            model=model, device="cpu", batch_size=batch_size)),
+            model=model, device="cpu", batch_size=batch_size, runtime="torch")),
                           (f"token budget {budget}", EncoderConfig(
-            model=model, device="cpu", max_tokens_per_batch=budget))):
+            model=model, device="cpu", max_tokens_per_batch=budget, runtime="torch"))):
         encoder = SentenceEncoder(plan_encoder(config))
         passes = padded = real = 0
         for batch in encoder.length_sorted_batches(encoder.tokenize(sentences)):
@@ -139,68 +108,87 @@ def padding_table(model: str, sentences: list[str], batch_size: int, budget: int
     return "\n".join(rows)
 
 
-def measure(size: int, all_sentences: list[str], args, peers: list, stsb,
-            smallest: bool) -> list[dict]:
-    """Every run at `size`; `stsb(precision)`: sentray's STS-B at the precision a run chose."""
-    from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
-    from sentray.encode.model_loading import resolve_model
-    from sentray.precision.plan import plan_encoder
-
-    sentences = all_sentences[:size]
-    model_path = resolve_model(args.model).path
-    encoder = SentenceEncoder(plan_encoder(EncoderConfig(model=args.model, device="cpu")))
-    token_ids = encoder.tokenize(sentences)
-    lengths = np.array([len(ids) for ids in token_ids])
-    whole = encoder_padding(encoder, token_ids, len(token_ids))
+def job_runs(size: int, corpus: Path, work: Path, args, stsb) -> list[dict]:
+    """jobs/embed.py at its default and at auto (and auto on its Ray pool), each a first run in
+    a fresh cache; each with its plan's encoder alone in this process."""
+    sentences = corpus.read_text(encoding="utf-8").splitlines()
     runs = []
+    for name, flags in (("default", []), ("auto", ["--precision", "auto"]),
+                        ("auto-ray", ["--precision", "auto", "--in-process-rows", "0"])):
+        if name == "auto-ray" and not args.ray_path:
+            continue
+        flags = [*args.job_args.split(), *flags]
+        job = embed_runs.run_job(corpus, work / name, flags, size, embed_peers.OFFLINE_ENV)
+        plan = job["encoder"]
+        runs.append({"run": f"jobs/embed.py {' '.join(flags)} (ran {plan['runtime']} "
+                            f"{plan['precision']})", "job": name, "peer": False,
+                     "seconds": job["seconds"], "precision": plan["precision"],
+                     "runtime": plan["runtime"], "why": plan["why"],
+                     "measured": plan["measured"], "timings": job["timings"],
+                     "stsb": stsb(plan["precision"], plan["runtime"])})
+        if name != "auto-ray":
+            seconds = embed_runs.encoder_seconds(args.model, plan["runtime"],
+                                                 plan["precision"], sentences)
+            runs.append({"run": f"sentray encoder in-process, {plan['runtime']} "
+                                f"{plan['precision']} (the {name} job's plan)", "peer": False,
+                         "alone": name, "seconds": seconds, "precision": plan["precision"],
+                         "stsb": stsb(plan["precision"], plan["runtime"])})
+    return runs
+
+
+def measure(size: int, all_sentences: list[str], args, peers: list, stsb) -> list[dict]:
+    """Every run at `size`."""
+    sentences = all_sentences[:size]
+    model_path = __import__("sentray.encode.model_loading", fromlist=["x"]).resolve_model(
+        args.model).path
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "sentences.txt"
         corpus.write_text("\n".join(sentences) + "\n", encoding="utf-8")
-        job_args = [*args.job_args.split(), "--precision", args.precision]
-        seconds, timings = run_job(corpus, Path(tmp) / "out", job_args, size)
-        runs.append({"run": f"jobs/embed.py {' '.join(job_args)} (ran {timings['precision']})",
-                     "seconds": seconds, "peer": False, "stsb": stsb(timings["precision"]),
-                     "padding": encoder_padding(encoder, token_ids, timings["rows_per_block"]),
-                     "timings": timings})
-        if args.ray_path:  # the same job on its Ray actor pool, however small the input
-            ray_args = [*job_args, "--in-process-rows", "0"]
-            seconds, ray_timings = run_job(corpus, Path(tmp) / "out-ray", ray_args, size)
-            runs.append({"run": f"jobs/embed.py {' '.join(ray_args)} (ran "
-                                f"{ray_timings['precision']})", "seconds": seconds,
-                         "peer": False, "timings": ray_timings, "ray": True,
-                         "stsb": stsb(ray_timings["precision"]),
-                         "padding": encoder_padding(encoder, token_ids,
-                                                    ray_timings["rows_per_block"])})
-        peer_pad = peer_padding(lengths, sentences, args.peer_batch_size)
-        runs += [{**peer.row(model_path, corpus, args.peer_batch_size), "padding": peer_pad}
+        runs = job_runs(size, corpus, Path(tmp), args, stsb)
+        runs += [{**peer.row(model_path, corpus, args.peer_batch_size),
+                  "precision": embed_peers.PRECISION_OF[peer.kind]}
                  for peer in peers]  # each exported once (not timed) at the first size
-    seconds, ran = run_in_process(args.model, sentences, precision=args.precision)
-    runs.append({"run": f"sentray encoder in-process, batch 32, {args.precision} (ran {ran})",
-                 "peer": False, "alone": True, "padding": whole, "stsb": stsb(ran),
-                 "seconds": seconds, "load_and_encode_seconds": seconds})
-    if smallest:
-        budget = args.max_tokens_per_batch
-        budgeted = SentenceEncoder(plan_encoder(EncoderConfig(
-            model=args.model, device="cpu", max_tokens_per_batch=budget)))
-        runs.append({"run": f"sentray encoder in-process, token budget {budget}", "peer": False,
-                     "seconds": run_in_process(args.model, sentences, precision=args.precision,
-                                               max_tokens_per_batch=budget)[0],
-                     "padding": encoder_padding(budgeted, token_ids, len(token_ids))})
     for run in runs:
         run["rate"] = size / run["seconds"]
     return runs
 
 
-def launch_line(timings: dict, seconds: float) -> str:
-    """The job's first moments (its summary's `timings.since_launch`) and its end."""
-    moments = timings.get("since_launch") or {}
-    names = {"ray_ready": "Ray ready", "actor_process": "first actor process",
-             "actor_ready": "first actor ready (model loaded)",
-             "first_row": "first rows embedded (goal <= 8)", "first_part": "first part written"}
-    told = [f"{label} {moments[key]:.1f}" for key, label in names.items()
-            if moments.get(key) is not None]
-    return " | ".join([*told, f"done {seconds:.1f} (Ray stopped, summary written)"])
+def limits(runs: list[dict], tokens: int, flops: float, gemm: dict) -> None:
+    """Each run's tokens/s and its encoder's FLOP rate over the same-precision GEMM rate; where
+    torch's GEMM at that precision runs slower than its fp32 one (torch emulates bf16 without
+    AVX512-BF16/AMX and int8 without VNNI, while OpenVINO has its own int8 kernels), over the
+    fp32 GEMM rate, and `gemm` says so."""
+    for run in runs:
+        run["tokens_per_second"] = tokens / run["seconds"]
+        precision = embed_runs.GEMM_OF[run["precision"]]
+        if gemm[precision] < gemm["fp32"]:
+            precision = "fp32"
+        run["gemm"] = precision
+        run["flop_ratio"] = run["tokens_per_second"] * flops / gemm[precision]
+
+
+def report(size: int, runs: list[dict]) -> str:
+    best = max((r for r in runs if r["peer"]), key=lambda r: r["rate"])
+    lines = [f"{size} Brown sentences, {os.cpu_count()} CPUs; ratio = throughput / the fastest "
+             f"peer's ({best['run']}); FLOP ratio = the run's FLOP rate / torch's GEMM rate at "
+             "its precision ((of fp32): torch emulates that precision here, so its fp32 GEMM); "
+             "STS-B = STS-B test Spearman x 100", "",
+             "| run | seconds | sentences/s | tokens/s | FLOP ratio | STS-B | ratio |",
+             "|---|---|---|---|---|---|---|"]
+    for run in runs:
+        stsb = run.get("stsb")
+        lines.append(f"| {run['run']} | {run['seconds']:.1f} | {run['rate']:.0f} | "
+                     f"{run['tokens_per_second']:.0f} | {run['flop_ratio']:.2f}"
+                     f"{'' if run['gemm'] == embed_runs.GEMM_OF[run['precision']] else ' (of fp32)'} | "
+                     f"{'–' if stsb is None else f'{stsb:.2f}'} | "
+                     f"{run['rate'] / best['rate']:.2f}x |")
+    exports = [f"{r['run']} {r['export_seconds']:.1f} s" for r in runs
+               if r.get("export_seconds") is not None]
+    lines += ["", f"peers' one-time exports (not in their seconds): {'; '.join(exports)}"]
+    for run in runs:
+        if run.get("why"):
+            lines.append(f"{run['run']}: {run['why']}")
+    return "\n".join(lines + goal_lines(size, runs))
 
 
 def goal(text: str, value: float, least: float, sizes: tuple[int, ...], size: int) -> str:
@@ -212,53 +200,56 @@ def goal(text: str, value: float, least: float, sizes: tuple[int, ...], size: in
 
 
 def goal_lines(size: int, runs: list[dict]) -> list[str]:
+    by = {r.get("job") or r.get("alone") and f"alone-{r['alone']}": r for r in runs}
     peers = [r for r in runs if r["peer"]]
     best = max(peers, key=lambda r: r["rate"])
-    encode = min(peers, key=lambda r: r["load_and_encode_seconds"])
-    job, alone = runs[0], next(r for r in runs if r.get("alone"))
-    lines = [goal(f"{job['run']} / fastest peer", job["rate"] / best["rate"], 1.0,
-                  (10_000, 50_000), size)]
-    lines += [goal(f"{run['run']} (its Ray pool) / fastest peer", run["rate"] / best["rate"],
-                   0.9, (50_000,), size) for run in runs if run.get("ray")]
-    lines += [goal(f"sentray encoder in-process / the fastest peer's load + encode "
-                   f"({encode['run']}, {encode['load_and_encode_seconds']:.1f} s)",
-                   encode["load_and_encode_seconds"] / alone["seconds"], 1.2, (), size),
-              goal(f"{job['run']} / its own encoder in-process (what Ray and Parquet cost)",
-                   job["rate"] / alone["rate"], 0.9, (50_000,), size)]
+    torch32 = next(r for r in peers if r["kind"] == "torch")
+    auto, default = by["auto"], by["default"]
+    avx512 = "avx512f" in embed_peers.cpu_flags()
+    lines = [goal("jobs/embed.py --precision auto (first run) / fastest peer",
+                  auto["rate"] / best["rate"], 1.2, (50_000,), size),
+             goal("jobs/embed.py --precision auto (first run) / fastest peer",
+                  auto["rate"] / best["rate"], 1.0, (10_000,), size),
+             goal("jobs/embed.py at its default fp32 / sentence-transformers torch fp32",
+                  default["rate"] / torch32["rate"], 1.5 if avx512 else 1.2, (50_000,), size),
+             goal("jobs/embed.py auto / its own encoder in process",
+                  auto["rate"] / by["alone-auto"]["rate"], 0.9, (50_000,), size),
+             goal("best FLOP ratio of sentray's runs",
+                  max(r["flop_ratio"] for r in runs if not r["peer"]), 0.5, (), size)]
+    if "auto-ray" in by:
+        lines.append(goal("jobs/embed.py auto on its Ray pool / in its own process",
+                          by["auto-ray"]["rate"] / auto["rate"], 0.9, (50_000,), size))
+    fp32_stsb = default.get("stsb")
+    if fp32_stsb is not None and auto.get("stsb") is not None:
+        lines.append(f"goal: auto's STS-B within 0.3 of fp32's ({auto['stsb']:.2f} vs "
+                     f"{fp32_stsb:.2f}): {'met' if abs(auto['stsb'] - fp32_stsb) <= 0.3 else 'NOT met'}")
     return lines
 
 
-def report(size: int, runs: list[dict]) -> str:
-    best = max((r for r in runs if r["peer"]), key=lambda r: r["rate"])
-    lines = [f"{size} Brown sentences, {os.cpu_count()} CPUs; ratio = throughput / the fastest "
-             f"peer's ({best['run']}); STS-B = STS-B test Spearman x 100", "",
-             "| run | seconds | load + encode s | sentences/s | padding | STS-B | ratio |",
-             "|---|---|---|---|---|---|---|"]
-    for run in runs:
-        inside, stsb = run.get("load_and_encode_seconds"), run.get("stsb")
-        lines.append(f"| {run['run']} | {run['seconds']:.1f} | "
-                     f"{'–' if inside is None else f'{inside:.1f}'} | {run['rate']:.0f} | "
-                     f"{run['padding']:.2%} | {'–' if stsb is None else f'{stsb:.2f}'} | "
-                     f"{run['rate'] / best['rate']:.2f}x |")
-    job = runs[0]
-    timings = job["timings"]
-    after = job["seconds"] - timings["fixed"]
-    exports = [f"{r['run']} {r['export_seconds']:.1f} s" for r in runs
-               if r.get("export_seconds") is not None]
-    lines += ["", f"one-time exports (not in the seconds above): {'; '.join(exports)}"] \
-        if exports else [""]
-    for run in runs:
-        if "timings" in run:
-            lines.append(f"{run['run']}, seconds since launch: "
-                         f"{launch_line(run['timings'], run['seconds'])}")
-    if not timings.get("in_process"):  # in its own process one block can be most of the input
-        lines.append(f"jobs/embed.py after its first part: {after:.1f} s, about "
-                     f"{(size - timings['rows_per_block']) / max(after, 1e-9):.0f} sentences/s "
-                     f"for the remaining rows (blocks of {timings['rows_per_block']} rows)")
-    fp32 = next(r for r in runs if r.get("kind") == "torch")
-    lines.append(f"jobs/embed.py / sentence-transformers torch fp32: "
-                 f"{job['rate'] / fp32['rate']:.2f}x")
-    return "\n".join(lines + goal_lines(size, runs))
+def candidates_table(rows: list[dict], chosen: list[dict]) -> str:
+    """The candidates' steady rates in this process, and auto's choices against the fastest
+    that passes its gate."""
+    from sentray.precision.probe import EXACT_TOLERANCE, GATES
+
+    def passed(row):
+        return (row["max_difference"] <= EXACT_TOLERANCE if row["precision"] == "fp32"
+                else row["cosine_min"] >= GATES[row["precision"]])
+
+    lines = ["| runtime | precision | sentences/s | max difference | min cosine | gate |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r['runtime']} | {r['precision']} | {r['rate']:.0f} | "
+              f"{r['max_difference']:.1e} | {r['cosine_min']:.5f} | "
+              f"{'passed' if passed(r) else 'failed'} |" for r in rows]
+    rate = {(r["runtime"], r["precision"]): r["rate"] for r in rows}
+    for run in chosen:  # fp32 (the default) chooses among the exact candidates only
+        fastest = max((r for r in rows if passed(r) and (run["job"] != "default"
+                                                         or r["precision"] == "fp32")),
+                      key=lambda r: r["rate"])
+        ratio = rate.get((run["runtime"], run["precision"]), 0) / fastest["rate"]
+        lines.append(goal(f"{run['run']}: its choice's steady rate / the fastest passing "
+                          f"candidate's ({fastest['runtime']} {fastest['precision']})",
+                          ratio, 0.95, (), 0))
+    return "\n".join(lines)
 
 
 def parse_args() -> argparse.Namespace:
@@ -272,27 +263,22 @@ def parse_args() -> argparse.Namespace:
                         help="sentence-transformers' batch size (default: its own default, 32)")
     parser.add_argument("--onnx-python", default=os.environ.get("SENTRAY_ONNX_PYTHON"),
                         help="a Python with sentence-transformers and optimum-onnx[onnxruntime] "
-                             "for the ONNX fp32 and int8 peers (default: $SENTRAY_ONNX_PYTHON; "
-                             "none: skipped)")
+                             "for the ONNX peers (default: $SENTRAY_ONNX_PYTHON; none: skipped)")
     parser.add_argument("--ov-python", default=os.environ.get("SENTRAY_OV_PYTHON"),
                         help="a Python with sentence-transformers and optimum-intel[openvino,"
-                             "nncf] for the OpenVINO int8 peer (default: $SENTRAY_OV_PYTHON; "
-                             "none: skipped)")
+                             "nncf] for the OpenVINO peers (default: $SENTRAY_OV_PYTHON; none: "
+                             "skipped)")
     parser.add_argument("--onnx-int8-config", default="auto",
                         choices=["auto", "avx512_vnni", "avx512", "avx2", "arm64"],
                         help="export_dynamic_quantized_onnx_model's config (default: %(default)s:"
                              " avx512_vnni where the CPU has VNNI, else avx512, avx2 or arm64)")
     parser.add_argument("--job-args", default="--actors 2",
                         help="extra flags for jobs/embed.py (default: %(default)s)")
-    parser.add_argument("--precision", default="auto",
-                        help="the job's and the in-process encoder's --precision (default: "
-                             "%(default)s: bf16 where the CPU runs it natively, else fp32)")
     parser.add_argument("--max-tokens-per-batch", type=int, default=2048,
-                        help="the token budget compared with fixed batches of 32 (default: "
-                             "%(default)s = 32 x 64 tokens)")
+                        help="the token budget compared with fixed batches of 32 in the "
+                             "padding table (default: %(default)s = 32 x 64 tokens)")
     parser.add_argument("--no-ray-path", dest="ray_path", action="store_false",
-                        help="leave out the job's run on its Ray actor pool (--in-process-rows "
-                             "0; default: run it too, beside the job's own choice)")
+                        help="leave out auto's run on its Ray actor pool")
     parser.add_argument("--bf16-peer", action="store_true",
                         help="time sentence-transformers in bf16 even where the CPU emulates "
                              "it (default: only where native)")
@@ -305,42 +291,58 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     os.environ.update(embed_peers.OFFLINE_ENV)
-    # a cache of its own: the first job run pays auto's probe (once per kind of machine), as
-    # a user's first run would
+    # this process's own cache (its candidates' conversions); each job run has a fresh one
     os.environ.setdefault("SENTRAY_CACHE_DIR", tempfile.mkdtemp(prefix="bench-embed-cache-"))
     sizes = [int(s) for s in args.sizes.split(",")]
     sentences = Path(args.corpus).read_text(encoding="utf-8").splitlines()[:max(sizes)]
     if len(sentences) < max(sizes):
         raise SystemExit(f"{args.corpus} has {len(sentences)} lines, fewer than {max(sizes)}")
-    print(cpu_line())
-    print(embed_peers.cpu_flags_line(embed_peers.cpu_flags()))
+    import torch
+
+    print(cpu_line(), embed_peers.cpu_flags_line(embed_peers.cpu_flags()), sep="\n")
     print(padding_table(args.model, sentences[:sizes[0]], 32, args.max_tokens_per_batch))
     if args.padding_only:
         return
-    results = {"cpu": cpu_line(), "embed_peers.cpu_flags": sorted(embed_peers.cpu_flags()),
-               "torch_threads": __import__("torch").get_num_threads(),
-               "precision": args.precision, "job_args": args.job_args, "sizes": {}}
+    threads = torch.get_num_threads()
+    gemm = embed_runs.gemm_rates(threads)
+    from sentray.encode.encoder import special_tokens  # noqa: F401 (torch-heavy import, once)
+    from sentray.encode.model_loading import load_tokenizer, resolve_model
+
+    tokenizer = load_tokenizer(resolve_model(args.model))
+    results = {"cpu": cpu_line(), "cpu_flags": sorted(embed_peers.cpu_flags()),
+               "torch_threads": threads, "gemm_flops_per_second": gemm,
+               "job_args": args.job_args, "sizes": {}}
+    print(f"torch GEMM 2048^2 on {threads} threads, GFLOP/s: "
+          + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in gemm.items()))
     with tempfile.TemporaryDirectory() as exports:
-        # emulated bf16 is ~6x slower: no bf16 peer worth the wait unless asked for
-        peers, notes = embed_peers.make_peers(args, Path(exports), native_bf16() or args.bf16_peer)
+        peers, notes = embed_peers.make_peers(args, Path(exports),
+                                              native_bf16() or args.bf16_peer)
         print("", *notes, sep="\n")
-        results["sentray_int8_prepare_seconds"] = embed_peers.prepare_int8(args.model)
         scores: dict = results.setdefault("sentray_stsb", {})
 
-        def stsb(precision: str) -> float | None:
-            if precision not in scores:
-                scores[precision] = embed_peers.sentray_stsb(args.model, precision)
-            return scores[precision]
+        def stsb(precision: str, runtime: str) -> float | None:
+            key = f"{runtime} {precision}"
+            if key not in scores:
+                scores[key] = embed_peers.sentray_stsb(args.model, precision, runtime)
+            return scores[key]
 
         for size in sizes:
-            runs = measure(size, sentences, args, peers, stsb, smallest=size == min(sizes))
-            results["sizes"][size] = runs
-            print()
-            print(report(size, runs), flush=True)
+            ids = tokenizer(sentences[:size], truncation=True, max_length=256)["input_ids"]
+            tokens = sum(len(i) for i in ids)
+            flops = embed_runs.flops_per_token(args.model, tokens / size)
+            runs = measure(size, sentences, args, peers, stsb)
+            limits(runs, tokens, flops, gemm)
+            results["sizes"][size] = {"tokens": tokens, "flops_per_token": flops, "runs": runs}
+            print("", report(size, runs), sep="\n", flush=True)
+        rows = embed_runs.candidate_rates(args.model, sentences[:min(sizes[0], 2000)])
+        chosen = [r for s in results["sizes"].values() for r in s["runs"] if r.get("job")]
+        results["candidates"] = rows
+        print("", "Every candidate at steady state, in this process:",
+              candidates_table(rows, chosen), sep="\n", flush=True)
     results["peers"] = {p.kind: {"label": p.label, "python": p.python, "export_seconds":
                                  p.export_seconds, "stsb": p.stsb} for p in peers}
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@ in the interpreter that has its backend (their pins clash with sentray's: see pe
     torch        `SentenceTransformer(path).encode` (and its bf16 weights where the CPU runs bf16
                  natively), in this interpreter
     onnx         `backend="onnx"` fp32, exported once (--onnx-python)
+    ov-f32       `backend="openvino"` at `INFERENCE_PRECISION_HINT=f32` (fp32's vectors), exported
+                 once (--ov-python)
+    ov-bf16      the same at `INFERENCE_PRECISION_HINT=bf16`; without a hint OpenVINO runs bf16
+                 on a CPU with AVX512-BF16 or AMX, and fp32 elsewhere (--ov-python)
     onnx-int8    the same, dynamically quantized to int8 by `export_dynamic_quantized_onnx_model`
                  with one of its configs: avx512_vnni (sentence-transformers' documented one)
                  where the CPU has VNNI, else avx512 or avx2 as its flags allow (--onnx-python)
@@ -34,6 +38,9 @@ OFFLINE_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLE
                "HF_HUB_OFFLINE": "1"}
 # The flags that decide which CPU kernels int8 and bf16 get (amx_* too: any flag so named).
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16")
+# each peer's precision (the GEMM its FLOP rate is held against); ov-int8 as a user loads it
+PRECISION_OF = {"torch": "fp32", "torch-bf16": "bf16", "onnx": "fp32", "onnx-int8": "int8",
+                "ov-f32": "fp32", "ov-bf16": "bf16", "ov-int8": "int8"}
 ONNX_INT8_CONFIGS = ("avx512_vnni", "avx512", "avx2", "arm64")
 
 PEER = r'''
@@ -43,7 +50,9 @@ from sentence_transformers import SentenceTransformer
 mode, kind, model_path, folder, option, data, batch = sys.argv[1:8]
 batch = int(batch)
 FILES = {"onnx": "onnx/model.onnx", "onnx-int8": f"onnx/model_int8_{option}.onnx",
-         "ov-int8": "openvino/openvino_model_qint8_quantized.xml"}
+         "ov-int8": "openvino/openvino_model_qint8_quantized.xml",
+         "ov-f32": "openvino/openvino_model.xml", "ov-bf16": "openvino/openvino_model.xml"}
+HINTS = {"ov-f32": "f32", "ov-bf16": "bf16"}
 
 
 def load():
@@ -51,8 +60,11 @@ def load():
         import torch
         return SentenceTransformer(model_path, device="cpu", model_kwargs={
             "torch_dtype": torch.bfloat16} if kind == "torch-bf16" else None)
-    return SentenceTransformer(folder, backend="openvino" if kind == "ov-int8" else "onnx",
-                               device="cpu", model_kwargs={"file_name": FILES[kind]})
+    kwargs = {"file_name": FILES[kind]}
+    if kind in HINTS:
+        kwargs["ov_config"] = {"INFERENCE_PRECISION_HINT": HINTS[kind]}
+    return SentenceTransformer(folder, backend="openvino" if kind.startswith("ov") else "onnx",
+                               device="cpu", model_kwargs=kwargs)
 
 
 def quantize_openvino(model):
@@ -77,8 +89,8 @@ def quantize_openvino(model):
 def export():
     if kind.startswith("torch"):
         return
-    model = SentenceTransformer(model_path, backend="openvino" if kind == "ov-int8" else "onnx",
-                                device="cpu")
+    model = SentenceTransformer(model_path, backend="openvino" if kind.startswith("ov")
+                                else "onnx", device="cpu")
     model.save_pretrained(folder)
     if kind == "onnx-int8":
         from sentence_transformers.backend import export_dynamic_quantized_onnx_model
@@ -182,6 +194,9 @@ def make_peers(args, exports: Path, bf16: bool) -> tuple[list[Peer], list[str]]:
                f"{config} config {batch}", config),
               ("ov-int8", args.ov_python, f"sentence-transformers OpenVINO int8 static, 300 "
                f"calibration sentences {batch}", "-"),
+              ("ov-f32", args.ov_python, f"sentence-transformers OpenVINO, f32 hint {batch}", "-"),
+              ("ov-bf16", args.ov_python, f"sentence-transformers OpenVINO, bf16 hint {batch}",
+               "-"),
               ("torch", sys.executable, f"sentence-transformers torch {batch}, a script", "-")]
     if bf16:
         wanted.append(("torch-bf16", sys.executable,
@@ -204,9 +219,9 @@ def spearman_x100(first, second, gold) -> float:
     return 100 * float(spearmanr((a * b).sum(1), gold)[0])
 
 
-def sentray_stsb(model: str, precision: str) -> float | None:
-    """STS-B test Spearman x 100 of sentray's encoder at `precision`; None (and a note) where it
-    fails, e.g. a precision not there yet."""
+def sentray_stsb(model: str, precision: str, runtime: str = "auto") -> float | None:
+    """STS-B test Spearman x 100 of sentray's encoder at `precision` on `runtime`; None (and a
+    note) where it fails."""
     try:
         from sentray.encode.config import EncoderConfig
         from sentray.encode.encoder import SentenceEncoder
@@ -214,25 +229,11 @@ def sentray_stsb(model: str, precision: str) -> float | None:
         from sentray.precision.plan import plan_encoder
 
         pairs = load_sts_benchmark(STSB_TEST.parents[2], "test")
-        encoder = SentenceEncoder(plan_encoder(EncoderConfig(model=model, device="cpu",
-                                                               precision=precision)))
+        encoder = SentenceEncoder(plan_encoder(EncoderConfig(
+            model=model, device="cpu", precision=precision,
+            runtime="torch" if runtime == "auto" and precision != "int8" else runtime)))
         return spearman_x100(encoder.encode(pairs.first), encoder.encode(pairs.second),
                              pairs.gold)
     except Exception as error:  # noqa: BLE001 - the bench runs on without the figure
         print(f"note: sentray's STS-B at --precision {precision} failed: {error!r}")
         return None
-
-
-def prepare_int8(model: str) -> float:
-    """sentray's one-time int8 preparation, untimed like the peers' exports (the job's
-    `--precision auto` then finds it cached and measures it)."""
-    import time
-
-    from sentray.encode.config import EncoderConfig
-    from sentray.precision.plan import plan_encoder
-
-    started = time.perf_counter()
-    plan_encoder(EncoderConfig(model=model, device="cpu", precision="int8"))
-    seconds = time.perf_counter() - started
-    print(f"sentray int8 model prepared (once, not timed): {seconds:.1f} s")
-    return seconds

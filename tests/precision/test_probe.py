@@ -99,8 +99,12 @@ def test_timing_is_at_steady_state_and_stops_after_its_budget_or_when_clearly_sl
     assert len(calls) > 8 and len(vectors) < 256 and rate > 0
     calls.clear()
     # under the floor after two timed batches: stopped there
+    rate, vectors = time_batches(forward, batches, 4, floor=3200, clock=FakeClock(0.01))
+    assert len(calls) == 2 + 8 + 2 and len(vectors) == 64
+    calls.clear()
+    # far under the floor on the first batch's second call: stopped before warming the rest
     rate, vectors = time_batches(forward, batches, 4, floor=1e6, clock=FakeClock(0.01))
-    assert len(calls) == 8 + 2 and len(vectors) == 64
+    assert len(calls) == 2 and len(vectors) == 32 and rate < 1e6 / 2
 
 
 def tiny_config(**fields) -> EncoderConfig:
