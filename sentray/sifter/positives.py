@@ -86,7 +86,7 @@ UD_DELETED_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
 # backbone, no X repeated, correlative pairs in Z; 43: every operator's scope kept, "a few" in
 # Z); the job records it, so an output made
 # before is never resumed by this code
-VIEWS_REVISION = 43
+VIEWS_REVISION = 55
 TripleChoice = Literal["random", "longest"]
 ZRule = Literal["penn", "ud"]
 BackboneSource = Literal["openie", "dependency", "none"]

@@ -12,7 +12,18 @@ An operator is a word that changes what the words under it assert. Three kinds:
   nothing downward; "very little" does). Like a negation, it turns "more words" into "a stronger claim";
 - an *embedding*: a verb of `EMBEDDING_LEMMAS` (wish, hope, doubt, deny, think, say, ...) over
   its clausal complement, or a subordinator "if", "unless", "whether", "lest" over its clause.
-  The words under it are not stated as facts ("He wished he had never got into the business").
+  The words under it are not stated as facts ("He wished he had never got into the business");
+- a *quantifier phrase* (issue 55, `QUANTIFIER_PHRASES`): "at most", "no more than", "fewer
+  than", "less than", "up to", "only", "exactly" (downward or not monotone: a "downward"
+  operator) and "at least", "no fewer than", "more than", "half", "a third", "most", "almost
+  all", "nearly every", ... (upward: a "quantifier" operator), with the numbers that follow
+  ("at most three"). Found on the words and their tags (`_phrase_at`), the same on both
+  parsers; its anchor is the noun one of its words modifies ("students" of "at most three
+  students"), else its own nominal word ("half" of "less than half of the voters"), else its
+  head past adverbs. A preposition-headed one slipped past before: spaCy hangs the "At" of "At
+  most three students" on the verb as a `prep` with no object and "most" on the number, and
+  "at" is a function word (`IN`), so a triple "most three students | solved | ..." lacked
+  nothing the rule knew of.
 
 Each operator has an *anchor* (the word it operates on) and a *scope*, read off X's tree:
 
@@ -28,7 +39,8 @@ Each operator has an *anchor* (the word it operates on) and a *scope*, read off 
 - an embedding verb: its complement's subtree; a subordinator: its clause, and, for an
   adverbial clause ("If it rains, the game is off"), the clause it conditions as well.
 
-The rule: a backbone that keeps a content word of an operator's scope keeps the operator, and
+The rule: a backbone that keeps a content word of an operator's scope (for a quantifier
+phrase: its noun's subtree, or any of its words) keeps the operator, all of a phrase's words, and
 the path from its anchor up to the words kept ("Not all birds fly." never gives "All birds
 fly." or "Birds fly."; "He wished ..." never gives the wished-for clause as a fact). A kept
 negation keeps its anchor. Under a negation or a downward word, more words make a weaker claim
@@ -93,14 +105,32 @@ CLIMBED_TAGS = ("RB", "JJR", "JJS")  # adverbs, comparatives: a cue on one negat
 NOMINAL_TAGS = ("NN", "PRP", "CD", "WP", "EX")  # prefixes: nouns, pronouns, numbers
 OWN_SUBJECT = ("nsubj", "csubj", "expl")  # label prefixes, the same in ClearNLP and UD
 WORD = re.compile(r"can(?=not\b)|[a-z0-9]+(?=n't\b)|n't\b|[a-z0-9]+")
-Kind = Literal["negation", "downward", "embedding"]
+# Quantifier phrases (issue 55): words that quantify one noun together, numbers included ("at
+# most three students"). The downward and non-monotone ones keep their scope whole, like a
+# negation ("At most three students solved the final problem." does not entail "At most three
+# students solved a problem."); the upward ones are kept whole with their noun ("at least", not
+# "least"). "only" and "exactly" are not monotone either way: more words or fewer, the claim
+# changes, so their scope is kept whole.
+DOWNWARD_PHRASES = frozenset({
+    ("at", "most"), ("no", "more", "than"), ("not", "more", "than"), ("fewer", "than"),
+    ("less", "than"), ("up", "to"), ("only",), ("exactly",)})
+UPWARD_PHRASES = frozenset({
+    ("at", "least"), ("no", "fewer", "than"), ("no", "less", "than"), ("not", "fewer", "than"),
+    ("not", "less", "than"), ("more", "than"), ("half",), ("a", "third"), ("a", "quarter"),
+    ("two", "thirds"), ("most",), ("almost", "all"), ("almost", "every"), ("nearly", "all"),
+    ("nearly", "every"), ("almost", "half"), ("nearly", "half")})
+QUANTIFIER_PHRASES = DOWNWARD_PHRASES | UPWARD_PHRASES
+LONGEST_PHRASE = max(map(len, QUANTIFIER_PHRASES))
+Kind = Literal["negation", "downward", "embedding", "quantifier"]
+CLOSED_KINDS = ("negation", "downward")  # the kinds whose scope a backbone keeps whole
 
 
 @dataclass(frozen=True)
 class Operator:
-    trigger: int  # the operator's word
+    trigger: int  # the operator's (first) word
     anchor: int  # the word it operates on
     kind: Kind
+    words: tuple[int, ...] = ()  # a quantifier phrase's words, numbers included; () for one word
 
 
 def words(text: str) -> list[str]:
@@ -194,11 +224,100 @@ def _stems(parse: DependencyParse, position: int) -> set[str]:
     return stems
 
 
+def _phrase_at(parse: DependencyParse, position: int) -> tuple[str, ...] | None:
+    """The quantifier phrase (`QUANTIFIER_PHRASES`) that starts at `position`, the longest; None
+    where none does, or where the words are not a quantifier there: "than" and "up to" need a
+    number or a quantifier after them ("more than three", "less than half", "up to 20", not
+    "taller than John", "walked up to the house"); "a third" and "two thirds" need "of"; "most"
+    is not the superlative ("the most", "most beautiful"); "half", "only" and "exactly" are
+    not an adverb of degree or an adjective ("half asleep", "the only child")."""
+    following = [_word(parse, p) for p in range(position, min(position + LONGEST_PHRASE + 2,
+                                                               len(parse)))]
+    for size in range(LONGEST_PHRASE, 0, -1):
+        phrase = tuple(following[:size])
+        if len(phrase) < size or phrase not in QUANTIFIER_PHRASES:
+            continue
+        after = position + size
+        previous = _word(parse, position - 1) if position else ""
+        tag = parse.tokens[position].tag
+        if phrase[-1] in ("than", "to") and not _quantity_at(parse, after):
+            continue
+        if phrase in {("a", "third"), ("a", "quarter"), ("two", "thirds")} \
+                and following[size:size + 1] != ["of"]:
+            continue
+        if phrase == ("most",) and (previous == "the" or not tag.startswith(("JJS", "DT",
+                                                                                "NN", "PDT"))):
+            continue
+        if phrase == ("half",) and not tag.startswith(("NN", "PDT", "DT", "JJ")):
+            continue
+        if phrase in {("only",), ("exactly",)} and (not tag.startswith("RB")
+                                                   or previous in ("not", "if")):
+            continue
+        return phrase
+    return None
+
+
+def _quantity_at(parse: DependencyParse, position: int) -> bool:
+    """A number, a quantifier phrase, or "a"/"an" before a number, a noun or an adjective, at
+    `position` ("more than a fair risk")."""
+    if position >= len(parse):
+        return False
+    if parse.tokens[position].tag == "CD" or _phrase_at(parse, position) is not None:
+        return True
+    return _word(parse, position) in ("a", "an") and position + 1 < len(parse) and \
+        parse.tokens[position + 1].tag.startswith(("CD", "NN", "JJ"))
+
+
+def phrase_span(parse: DependencyParse, position: int, phrase: tuple[str, ...]) -> list[int]:
+    """The words of the quantifier phrase `phrase` at `position`, with the phrases and numbers
+    right after it ("less than" + "half", "at most" + "three", "more than" + "a hundred", "half"
+    + "dozen")."""
+    span = list(range(position, position + len(phrase)))
+    while span[-1] + 1 < len(parse):
+        after = span[-1] + 1
+        more = _phrase_at(parse, after)
+        if more is not None:
+            span.extend(range(after, after + len(more)))
+        elif parse.tokens[after].tag == "CD" or _label(parse, after) == "nummod" or (
+                _word(parse, after) in ("a", "an") and after + 1 < len(parse)
+                and parse.tokens[after + 1].tag == "CD"):
+            span.append(after)
+        else:
+            return span
+    return span
+
+
+def phrase_anchor(parse: DependencyParse, span: list[int]) -> int:
+    """The word a quantifier phrase operates on: the noun one of its words modifies ("at most
+    three students": "students"); else its own nominal word ("less than half of the voters":
+    "half"); else the head of its top word, past adverbs ("only wanted", "only then did he
+    decide": "decide")."""
+    tops = [t for t in span if parse.head(t) not in span or parse.head(t) == t]
+    for top in tops:
+        if parse.head(top) != top and _is_noun(parse, parse.head(top)):
+            return parse.head(top)
+    for top in tops:
+        if _nominal(parse, top):
+            return top
+    head = parse.head(tops[0])  # "Only then did he decide": past the adverb to "decide"
+    while parse.head(head) != head and parse.tokens[head].tag.startswith(CLIMBED_TAGS):
+        head = parse.head(head)
+    return head
+
+
 def operators(parse: DependencyParse) -> list[Operator]:
     """Every operator of X, in sentence order (module docstring)."""
-    found = []
+    found, in_phrase = [], set()
     for position, token in enumerate(parse.tokens):
-        if is_cue(parse, position):
+        phrase = None if position in in_phrase else _phrase_at(parse, position)
+        if phrase is not None:
+            span = phrase_span(parse, position, phrase)
+            in_phrase.update(span)
+            kind = "downward" if phrase in DOWNWARD_PHRASES else "quantifier"
+            found.append(Operator(position, phrase_anchor(parse, span), kind, tuple(span)))
+        elif position in in_phrase:
+            continue
+        elif is_cue(parse, position):
             found.append(Operator(position, anchor(parse, position), "negation"))
         elif is_downward(parse, position):
             found.append(Operator(position, anchor(parse, position), "downward"))
@@ -210,6 +329,11 @@ def operators(parse: DependencyParse) -> list[Operator]:
                 and _label(parse, position).startswith("mark"):
             found.append(Operator(position, parse.head(position), "embedding"))
     return found
+
+
+def operator_words(parse: DependencyParse) -> set[int]:
+    """The words of X's operators (a quantifier phrase's "at" is one, not a stranded preposition)."""
+    return {w for op in operators(parse) for w in (op.trigger, *op.words)}
 
 
 def own_clause(parse: DependencyParse, position: int) -> bool:
@@ -235,15 +359,20 @@ def _quantifies_argument(parse: DependencyParse, op: Operator) -> bool:
     word = _word(parse, op.trigger)
     if word in NOMINAL_CUES | CORRELATIVE_CUES | DOWNWARD_QUANTIFIERS:
         return True
+    if op.words:  # "at most three students", "only a handful of soldiers"
+        return _nominal(parse, op.anchor)
     following = _word(parse, op.trigger + 1) if op.trigger + 1 < len(parse) else ""
     return _nominal(parse, op.anchor) and (
         word == "no" or (op.kind == "downward" and word in DOWNWARD_ADVERBS)
-        or following in QUANTIFIER_WORDS)  # "not all", "not every", "not many"
+        or following in QUANTIFIER_WORDS | {"a", "an", "one", "single"})  # "not all", "not
+    # every", "not many", "not a single letter": the predicate is negated too
 
 
 def scope_top(parse: DependencyParse, op: Operator) -> int:
     """The highest word of the operator's scope: its anchor, or the predicate its argument
     belongs to (past a preposition), or the clause an adverbial clause conditions."""
+    if op.kind == "quantifier":
+        return op.anchor
     if op.kind == "embedding":
         conditions = _label(parse, op.anchor).startswith("advcl") \
             and _word(parse, op.trigger) in EMBEDDING_MARKS
@@ -259,7 +388,7 @@ def scope_top(parse: DependencyParse, op: Operator) -> int:
 
 def scope(parse: DependencyParse, op: Operator) -> set[int]:
     """The tokens under the operator (module docstring)."""
-    region = _clause(parse, op.anchor)
+    region = _clause(parse, op.anchor) | set(op.words)
     top = scope_top(parse, op)
     if top != op.anchor:
         region |= _clause(parse, top)
@@ -275,8 +404,10 @@ def _closed(parse: DependencyParse, op: Operator, region: set[int]) -> set[int]:
     for child in parse.children[top]:
         if _label(parse, child).startswith(OWN_SUBJECT):
             subject = parse.subtree(child)
-            if op.trigger not in subject:  # its head word, numbers and quantifiers stay: "she"
-                outside |= {t for t in subject - {child}  # of "she did not come", "any water"
+            if not {op.trigger, *op.words} & subject:  # its head word, numbers and
+                # quantifiers stay: "she" of "she did not come", "any water"; a quantifier
+                # phrase in the subject ("At most two of the lamps") keeps it whole
+                outside |= {t for t in subject - {child}
                             if not (is_content(parse, t) and _word(parse, t) in QUANTIFIER_WORDS
                                     or parse.tokens[t].tag == "CD")}
     return {t for t in region - outside if not parse.tokens[t].punct
@@ -291,23 +422,36 @@ def is_content(parse: DependencyParse, position: int) -> bool:
                 or _word(parse, position) in NEGATION_CUES)
 
 
+def _connect(parse: DependencyParse, kept: set[int], positions) -> None:
+    """Add to `kept` the path from each of `positions` up to the kept words."""
+    for position in list(positions):
+        if parse.head(position) != position:
+            kept.update(parse.path_up(parse.head(position), kept))
+
+
 def carry_scopes(parse: DependencyParse, kept: set[int]) -> set[int]:
     """`kept` with what the rule of the module docstring adds: for every operator whose scope
-    it keeps a content word of (or, for a negation, the cue itself), the operator and the path
-    from its anchor up to the kept words; under a negation or a downward word, the dependents of
-    each kept word in the scope (`_closed`)."""
+    it keeps a content word of (or, for a negation, the cue itself; for a quantifier phrase, any
+    of its words), the operator and the path from its anchor up to the kept words; a quantifier
+    phrase whole, each of its words and the kept words of its scope joined to the rest; under a
+    negation or a downward word, the dependents of each kept word in the scope (`_closed`)."""
     kept = set(kept) | bound_articles(parse, kept)
     found = [(op, scope(parse, op)) for op in operators(parse)]
-    closed = {op: _closed(parse, op, region) for op, region in found if op.kind != "embedding"}
+    closed = {op: _closed(parse, op, region) for op, region in found if op.kind in CLOSED_KINDS}
     for _ in range(len(parse) + 1):  # each round adds a token: at most one per token
         before = len(kept)
         for op, region in found:
             touched = any(t in kept and t != op.trigger and is_content(parse, t) for t in region)
-            if not touched and not (op.kind == "negation" and op.trigger in kept):
+            if not touched and not (op.kind == "negation" and op.trigger in kept) \
+                    and not kept & set(op.words):
                 continue
             kept.add(op.trigger)
+            kept.update(op.words)
             kept.update(parse.path_up(op.anchor, kept))
-            if op.kind != "embedding":
+            if op.words:  # "At" hangs on the verb, "most" on the number: both joined
+                _connect(parse, kept, set(op.words) | {t for t in region & kept
+                                                       if is_content(parse, t)})
+            if op.kind in CLOSED_KINDS:
                 kept.update(c for t in kept & closed[op] for c in parse.children[t]
                             if c in closed[op])
         kept |= bound_articles(parse, kept)
