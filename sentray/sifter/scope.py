@@ -1,29 +1,20 @@
-"""What Y's backbone must keep of X (issues 36 and 43): the *operators* over the words it keeps.
-One implementation for every backend: it reads X's `DependencyParse` (spaCy's or CoreNLP's) and
-a backbone as the set of X's tokens it keeps. X must entail the backbone.
+"""What Y's backbone must keep of X (issues 36, 43 and 55): the *operators* over the words it
+keeps. One implementation for every backend: it reads X's `DependencyParse` (spaCy's or
+CoreNLP's) and a backbone as the set of X's tokens it keeps. X must entail the backbone.
 
-An operator is a word that changes what the words under it assert. Three kinds:
+An operator is a word that changes what the words under it assert (lexicon:
+`sentray.sifter.operator_lexicon`). Four kinds:
 
-- a *negation*: a word of `NEGATION_CUES` ("not", "n't", "no", "never", "none", "nobody",
-  "nothing", "neither", "nor", "without", ...), except an interjection ("No, I'll go.", tag
-  `UH`), the number sign ("a No. 43 hole") and the "not" of "not only ... but also";
-- a *downward-entailing* word: "hardly", "scarcely", "barely", "seldom", "rarely", and "few",
-  "fewer", "little" as quantifiers (not after an article: "a few" and "the little house" say
-  nothing downward; "very little" does). Like a negation, it turns "more words" into "a stronger claim";
-- an *embedding*: a verb of `EMBEDDING_LEMMAS` (wish, hope, doubt, deny, think, say, ...) over
-  its clausal complement, or a subordinator "if", "unless", "whether", "lest" over its clause.
-  The words under it are not stated as facts ("He wished he had never got into the business");
-- a *quantifier phrase* (issue 55, `QUANTIFIER_PHRASES`): "at most", "no more than", "fewer
-  than", "less than", "up to", "only", "exactly" (downward or not monotone: a "downward"
-  operator) and "at least", "no fewer than", "more than", "half", "a third", "most", "almost
-  all", "nearly every", ... (upward: a "quantifier" operator), with the numbers that follow
-  ("at most three"). Found on the words and their tags (`_phrase_at`), the same on both
-  parsers; its anchor is the noun one of its words modifies ("students" of "at most three
-  students"), else its own nominal word ("half" of "less than half of the voters"), else its
-  head past adverbs. A preposition-headed one slipped past before: spaCy hangs the "At" of "At
-  most three students" on the verb as a `prep` with no object and "most" on the number, and
-  "at" is a function word (`IN`), so a triple "most three students | solved | ..." lacked
-  nothing the rule knew of.
+- a *negation* ("not", "n't", "no", "never", "nobody", "without", ...; not an interjection
+  "No, I'll go.", the number sign "a No. 43 hole" or the "not" of "not only ... but also");
+- a *downward-entailing* word ("hardly", "rarely", ...; "few", "fewer", "little" as
+  quantifiers, not "a few", "the little house"): "more words" make "a stronger claim";
+- an *embedding*: a verb whose clausal complement is not a fact (wish, hope, doubt, deny, say,
+  ...; the implicative forget, neglect, fail are downward in it, issue 55: "She forgot to lock
+  the door" does not say she locked it), or "if", "unless", "whether", "lest" over its clause;
+- a *quantifier phrase* (`sentray.sifter.quantifier_phrases`): "at most", "less than",
+  "only", "exactly", ... (downward or not monotone: a "downward" operator) and "at least",
+  "more than", "half", "most", ... (upward: a "quantifier" operator), with their numbers.
 
 Each operator has an *anchor* (the word it operates on) and a *scope*, read off X's tree:
 
@@ -60,67 +51,34 @@ audit of what X entails: docs/sifter-views.md.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
 from sentray.sifter.dependency_parse import DependencyParse
+from sentray.sifter.operator_lexicon import (
+    ARTICLE_BOUND,
+    ARTICLES,
+    CLIMBED_TAGS,
+    COMPLEMENT_LABELS,
+    CORRELATIVE_CUES,
+    DETERMINER_CUES,
+    DOWNWARD_ADVERBS,
+    DOWNWARD_QUANTIFIERS,
+    EMBEDDING_LEMMAS,
+    EMBEDDING_MARKS,
+    FUNCTION_TAGS,
+    NEGATION_CUES,
+    NEGATIVE_LEMMAS,
+    NOMINAL_CUES,
+    OWN_SUBJECT,
+    QUANTIFIER_WORDS,
+    WORD,
+    is_nominal,
+    is_noun,
+)
+from sentray.sifter.quantifier_phrases import phrase_anchor, quantifier_phrases
+from sentray.sifter.sentence_units import needed_words
 
-# Z keeps these whatever their tag (sentray.sifter.positives)
-NEGATIONS = frozenset({"not", "n't", "no", "nor", "neither", "never", "none", "nobody", "nothing",
-                       "nowhere", "noone"})
-# "cannot" for a tokenizer that keeps it whole (spaCy's and CoreNLP's split it: "can", "not")
-NEGATION_CUES = NEGATIONS | {"without", "cannot"}
-NOMINAL_CUES = frozenset({"nobody", "nothing", "none", "nowhere", "noone"})
-CORRELATIVE_CUES = frozenset({"neither", "nor"})
-DETERMINER_CUES = frozenset({"no", "neither", "few", "fewer", "little"})  # negate their noun
-DOWNWARD_ADVERBS = frozenset({"hardly", "scarcely", "barely", "seldom", "rarely"})
-DOWNWARD_QUANTIFIERS = frozenset({"few", "fewer", "little"})
-DOWNWARD_WORDS = DOWNWARD_ADVERBS | DOWNWARD_QUANTIFIERS
-# Quantifiers: content words whatever their tag (a kept "all" is a claim), and the words a
-# negation passes to reach its noun ("not all birds", "not every member", "not many children")
-QUANTIFIER_WORDS = frozenset({"all", "any", "both", "each", "every", "many", "much", "most",
-                              "several", "some", "few", "fewer", "little", "half", "enough",
-                              "more", "less"})
-# Verbs whose clausal complement is not stated as a fact (lemmas)
-EMBEDDING_LEMMAS = frozenset({
-    "wish", "hope", "want", "doubt", "deny", "fear", "believe", "think", "suppose", "imagine",
-    "pretend", "claim", "suspect", "expect", "wonder", "ask", "guess", "dream", "assume",
-    "allege", "say", "seem", "appear", "try", "plan", "intend", "refuse", "fail", "hesitate",
-    "wait", "demand", "insist", "suggest", "propose", "require", "question", "consider"})
-# Of those, the negative ones: downward in their complement, like a negation ("denied that she
-# had taken the money" does not entail "denied that she had taken anything")
-NEGATIVE_LEMMAS = frozenset({"doubt", "deny", "refuse", "fail", "hesitate", "question"})
-EMBEDDING_MARKS = frozenset({"if", "unless", "whether", "lest"})
-COMPLEMENT_LABELS = ("ccomp", "xcomp")
-ARTICLES = frozenset({"a", "an", "the"})
-# an article before "few" or "little" is part of the quantifier: "a few" and "a little" are
-# upward, "few" and "little" downward, "the few" definite; a backbone or a Z that keeps the word
-# keeps the article ("the little house" is only an adjective)
-ARTICLE_BOUND = {"a": frozenset({"few", "little"}), "the": frozenset({"few", "fewer"})}
-# Penn tags of the words whose presence says nothing about which clause a backbone comes from
-FUNCTION_TAGS = frozenset({"DT", "PDT", "WDT", "IN", "TO", "CC", "POS", "RP", "EX", "UH",
-                           "LS", "SYM", "HYPH", "NFP"})
-CLIMBED_TAGS = ("RB", "JJR", "JJS")  # adverbs, comparatives: a cue on one negates its head
-NOMINAL_TAGS = ("NN", "PRP", "CD", "WP", "EX")  # prefixes: nouns, pronouns, numbers
-OWN_SUBJECT = ("nsubj", "csubj", "expl")  # label prefixes, the same in ClearNLP and UD
-WORD = re.compile(r"can(?=not\b)|[a-z0-9]+(?=n't\b)|n't\b|[a-z0-9]+")
-# Quantifier phrases (issue 55): words that quantify one noun together, numbers included ("at
-# most three students"). The downward and non-monotone ones keep their scope whole, like a
-# negation ("At most three students solved the final problem." does not entail "At most three
-# students solved a problem."); the upward ones are kept whole with their noun ("at least", not
-# "least"). "only" and "exactly" are not monotone either way: more words or fewer, the claim
-# changes, so their scope is kept whole.
-DOWNWARD_PHRASES = frozenset({
-    ("at", "most"), ("no", "more", "than"), ("not", "more", "than"), ("fewer", "than"),
-    ("less", "than"), ("up", "to"), ("only",), ("exactly",)})
-UPWARD_PHRASES = frozenset({
-    ("at", "least"), ("no", "fewer", "than"), ("no", "less", "than"), ("not", "fewer", "than"),
-    ("not", "less", "than"), ("more", "than"), ("half",), ("a", "third"), ("a", "quarter"),
-    ("two", "thirds"), ("most",), ("almost", "all"), ("almost", "every"), ("nearly", "all"),
-    ("nearly", "every"), ("almost", "half"), ("nearly", "half")})
-QUANTIFIER_PHRASES = DOWNWARD_PHRASES | UPWARD_PHRASES
-LONGEST_PHRASE = max(map(len, QUANTIFIER_PHRASES))
 Kind = Literal["negation", "downward", "embedding", "quantifier"]
 CLOSED_KINDS = ("negation", "downward")  # the kinds whose scope a backbone keeps whole
 
@@ -140,11 +98,11 @@ def words(text: str) -> list[str]:
 
 
 def _word(parse: DependencyParse, position: int) -> str:
-    return parse.tokens[position].text.lower().replace("\u2019", "'")
+    return parse.word(position)
 
 
 def _label(parse: DependencyParse, position: int) -> str:
-    return parse.tokens[position].dep.lower()
+    return parse.label(position)
 
 
 def is_cue(parse: DependencyParse, position: int) -> bool:
@@ -174,19 +132,10 @@ def is_downward(parse: DependencyParse, position: int) -> bool:
     return position == 0 or _word(parse, position - 1) not in ARTICLES | {"quite"}
 
 
-def _nominal(parse: DependencyParse, position: int) -> bool:
-    return parse.tokens[position].tag.startswith(NOMINAL_TAGS) \
-        or _word(parse, position) in QUANTIFIER_WORDS | NOMINAL_CUES
-
-
-def _is_noun(parse: DependencyParse, position: int) -> bool:
-    return parse.tokens[position].tag.startswith(("NN", "PRP", "CD"))
-
-
 def anchor(parse: DependencyParse, cue: int) -> int:
     """The word a negation or downward word operates on (module docstring)."""
     word, head = _word(parse, cue), parse.head(cue)
-    if word in NOMINAL_CUES or (word in DOWNWARD_QUANTIFIERS and not _is_noun(parse, head)):
+    if word in NOMINAL_CUES or (word in DOWNWARD_QUANTIFIERS and not is_noun(parse, head)):
         return cue  # "nothing", "Little is known"
     if word == "without":
         objects = [c for c in parse.children[cue] if not parse.tokens[c].punct]
@@ -202,7 +151,7 @@ def anchor(parse: DependencyParse, cue: int) -> int:
     while parse.head(head) != head and (
             parse.tokens[head].tag.startswith(CLIMBED_TAGS)
             or ((_word(parse, head) in QUANTIFIER_WORDS or parse.tokens[head].tag == "CD")
-                and _is_noun(parse, parse.head(head)))
+                and is_noun(parse, parse.head(head)))
             or _label(parse, head).startswith(("aux", "cop"))
             or (_label(parse, head) in ("acomp", "attr") and word not in DETERMINER_CUES)):
         head = parse.head(head)
@@ -224,97 +173,16 @@ def _stems(parse: DependencyParse, position: int) -> set[str]:
     return stems
 
 
-def _phrase_at(parse: DependencyParse, position: int) -> tuple[str, ...] | None:
-    """The quantifier phrase (`QUANTIFIER_PHRASES`) that starts at `position`, the longest; None
-    where none does, or where the words are not a quantifier there: "than" and "up to" need a
-    number or a quantifier after them ("more than three", "less than half", "up to 20", not
-    "taller than John", "walked up to the house"); "a third" and "two thirds" need "of"; "most"
-    is not the superlative ("the most", "most beautiful"); "half", "only" and "exactly" are
-    not an adverb of degree or an adjective ("half asleep", "the only child")."""
-    following = [_word(parse, p) for p in range(position, min(position + LONGEST_PHRASE + 2,
-                                                               len(parse)))]
-    for size in range(LONGEST_PHRASE, 0, -1):
-        phrase = tuple(following[:size])
-        if len(phrase) < size or phrase not in QUANTIFIER_PHRASES:
-            continue
-        after = position + size
-        previous = _word(parse, position - 1) if position else ""
-        tag = parse.tokens[position].tag
-        if phrase[-1] in ("than", "to") and not _quantity_at(parse, after):
-            continue
-        if phrase in {("a", "third"), ("a", "quarter"), ("two", "thirds")} \
-                and following[size:size + 1] != ["of"]:
-            continue
-        if phrase == ("most",) and (previous == "the" or not tag.startswith(("JJS", "DT",
-                                                                                "NN", "PDT"))):
-            continue
-        if phrase == ("half",) and not tag.startswith(("NN", "PDT", "DT", "JJ")):
-            continue
-        if phrase in {("only",), ("exactly",)} and (not tag.startswith("RB")
-                                                   or previous in ("not", "if")):
-            continue
-        return phrase
-    return None
-
-
-def _quantity_at(parse: DependencyParse, position: int) -> bool:
-    """A number, a quantifier phrase, or "a"/"an" before a number, a noun or an adjective, at
-    `position` ("more than a fair risk")."""
-    if position >= len(parse):
-        return False
-    if parse.tokens[position].tag == "CD" or _phrase_at(parse, position) is not None:
-        return True
-    return _word(parse, position) in ("a", "an") and position + 1 < len(parse) and \
-        parse.tokens[position + 1].tag.startswith(("CD", "NN", "JJ"))
-
-
-def phrase_span(parse: DependencyParse, position: int, phrase: tuple[str, ...]) -> list[int]:
-    """The words of the quantifier phrase `phrase` at `position`, with the phrases and numbers
-    right after it ("less than" + "half", "at most" + "three", "more than" + "a hundred", "half"
-    + "dozen")."""
-    span = list(range(position, position + len(phrase)))
-    while span[-1] + 1 < len(parse):
-        after = span[-1] + 1
-        more = _phrase_at(parse, after)
-        if more is not None:
-            span.extend(range(after, after + len(more)))
-        elif parse.tokens[after].tag == "CD" or _label(parse, after) == "nummod" or (
-                _word(parse, after) in ("a", "an") and after + 1 < len(parse)
-                and parse.tokens[after + 1].tag == "CD"):
-            span.append(after)
-        else:
-            return span
-    return span
-
-
-def phrase_anchor(parse: DependencyParse, span: list[int]) -> int:
-    """The word a quantifier phrase operates on: the noun one of its words modifies ("at most
-    three students": "students"); else its own nominal word ("less than half of the voters":
-    "half"); else the head of its top word, past adverbs ("only wanted", "only then did he
-    decide": "decide")."""
-    tops = [t for t in span if parse.head(t) not in span or parse.head(t) == t]
-    for top in tops:
-        if parse.head(top) != top and _is_noun(parse, parse.head(top)):
-            return parse.head(top)
-    for top in tops:
-        if _nominal(parse, top):
-            return top
-    head = parse.head(tops[0])  # "Only then did he decide": past the adverb to "decide"
-    while parse.head(head) != head and parse.tokens[head].tag.startswith(CLIMBED_TAGS):
-        head = parse.head(head)
-    return head
-
-
 def operators(parse: DependencyParse) -> list[Operator]:
     """Every operator of X, in sentence order (module docstring)."""
     found, in_phrase = [], set()
+    phrases = {span[0]: (span, downward) for span, downward in quantifier_phrases(parse)}
     for position, token in enumerate(parse.tokens):
-        phrase = None if position in in_phrase else _phrase_at(parse, position)
-        if phrase is not None:
-            span = phrase_span(parse, position, phrase)
+        if position in phrases:
+            span, downward = phrases[position]
             in_phrase.update(span)
-            kind = "downward" if phrase in DOWNWARD_PHRASES else "quantifier"
-            found.append(Operator(position, phrase_anchor(parse, span), kind, tuple(span)))
+            found.append(Operator(position, phrase_anchor(parse, span),
+                                  "downward" if downward else "quantifier", tuple(span)))
         elif position in in_phrase:
             continue
         elif is_cue(parse, position):
@@ -360,9 +228,9 @@ def _quantifies_argument(parse: DependencyParse, op: Operator) -> bool:
     if word in NOMINAL_CUES | CORRELATIVE_CUES | DOWNWARD_QUANTIFIERS:
         return True
     if op.words:  # "at most three students", "only a handful of soldiers"
-        return _nominal(parse, op.anchor)
+        return is_nominal(parse, op.anchor)
     following = _word(parse, op.trigger + 1) if op.trigger + 1 < len(parse) else ""
-    return _nominal(parse, op.anchor) and (
+    return is_nominal(parse, op.anchor) and (
         word == "no" or (op.kind == "downward" and word in DOWNWARD_ADVERBS)
         or following in QUANTIFIER_WORDS | {"a", "an", "one", "single"})  # "not all", "not
     # every", "not many", "not a single letter": the predicate is negated too
@@ -434,7 +302,8 @@ def carry_scopes(parse: DependencyParse, kept: set[int]) -> set[int]:
     it keeps a content word of (or, for a negation, the cue itself; for a quantifier phrase, any
     of its words), the operator and the path from its anchor up to the kept words; a quantifier
     phrase whole, each of its words and the kept words of its scope joined to the rest; under a
-    negation or a downward word, the dependents of each kept word in the scope (`_closed`)."""
+    negation or a downward word, the dependents of each kept word in the scope (`_closed`); and
+    what the kept words need to make a sentence (`sentence_units.needed_words`)."""
     kept = set(kept) | bound_articles(parse, kept)
     found = [(op, scope(parse, op)) for op in operators(parse)]
     closed = {op: _closed(parse, op, region) for op, region in found if op.kind in CLOSED_KINDS}
@@ -455,6 +324,7 @@ def carry_scopes(parse: DependencyParse, kept: set[int]) -> set[int]:
                 kept.update(c for t in kept & closed[op] for c in parse.children[t]
                             if c in closed[op])
         kept |= bound_articles(parse, kept)
+        kept |= needed_words(parse, kept)
         if len(kept) == before:
             return kept
     raise AssertionError("carry_scopes did not settle")  # unreachable: kept only grows

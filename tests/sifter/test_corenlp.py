@@ -59,8 +59,9 @@ def test_triples_from_corenlp_json():
 
 
 def test_dependency_backbone_from_corenlp_json():
-    # root 'sat'; its children 'cat' (nsubj) and 'mat' (obl); '.' is punctuation
-    assert dependency_backbone_from_sentence(SENTENCE) == "Cat sat mat."
+    # root 'sat'; its children 'cat' (nsubj) and 'mat' (obl), and the case marker 'on' that
+    # 'mat' needs (issue 55: a preposition with its object); '.' is punctuation
+    assert dependency_backbone_from_sentence(SENTENCE) == "Cat sat on mat."
     assert dependency_backbone_from_sentence({"tokens": [], "basicDependencies": []}) == ""
 
 
@@ -180,7 +181,7 @@ IF_RAINS = ud_sentence(
     (FEW, "Few students are really so faceless that they cannot be remembered.", ""),
     (WISHED, "He rather wished he had never got into the business.",
      "He wished he had never got into business."),
-    (IF_RAINS, "If it rains, the game will be cancelled.", "If rains game will be cancelled."),
+    (IF_RAINS, "If it rains, the game will be cancelled.", "If it rains game will be cancelled."),
 ])
 def test_issue_43_constructions_on_corenlp_parses(sentence, text, backbone):
     """The same Ys as on spaCy's parse (tests/sifter/test_scope_constructions.py)."""
