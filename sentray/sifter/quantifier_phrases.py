@@ -31,6 +31,7 @@ UPWARD_PHRASES = frozenset({
     ("two", "thirds"), ("most",), ("almost", "all"), ("almost", "every"), ("nearly", "all"),
     ("nearly", "every"), ("almost", "half"), ("nearly", "half")})
 QUANTIFIER_PHRASES = DOWNWARD_PHRASES | UPWARD_PHRASES
+NUMBER_NOUNS = frozenset({"dozen", "hundred", "thousand", "million", "billion", "score"})
 LONGEST_PHRASE = max(map(len, QUANTIFIER_PHRASES))
 def phrase_at(parse: DependencyParse, position: int) -> tuple[str, ...] | None:
     """The quantifier phrase (`QUANTIFIER_PHRASES`) that starts at `position`, the longest; None
@@ -76,6 +77,11 @@ def _quantity_at(parse: DependencyParse, position: int) -> bool:
         parse.tokens[position + 1].tag.startswith(("CD", "NN", "JJ"))
 
 
+def _number(parse: DependencyParse, position: int) -> bool:
+    return parse.tokens[position].tag == "CD" or parse.label(position) == "nummod" \
+        or parse.word(position) in NUMBER_NOUNS
+
+
 def phrase_span(parse: DependencyParse, position: int, phrase: tuple[str, ...]) -> list[int]:
     """The words of the quantifier phrase `phrase` at `position`, with the phrases and numbers
     right after it ("less than" + "half", "at most" + "three", "more than" + "a hundred", "half"
@@ -86,9 +92,8 @@ def phrase_span(parse: DependencyParse, position: int, phrase: tuple[str, ...]) 
         more = phrase_at(parse, after)
         if more is not None:
             span.extend(range(after, after + len(more)))
-        elif parse.tokens[after].tag == "CD" or parse.label(after) == "nummod" or (
-                parse.word(after) in ("a", "an") and after + 1 < len(parse)
-                and parse.tokens[after + 1].tag == "CD"):
+        elif _number(parse, after) or (parse.word(after) in ("a", "an") and after + 1 < len(parse)
+                                       and _number(parse, after + 1)):  # "a hundred", "a dozen"
             span.append(after)
         else:
             return span
