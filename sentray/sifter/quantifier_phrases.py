@@ -29,7 +29,11 @@ UPWARD_PHRASES = frozenset({
     ("at", "least"), ("no", "fewer", "than"), ("no", "less", "than"), ("not", "fewer", "than"),
     ("not", "less", "than"), ("more", "than"), ("half",), ("a", "third"), ("a", "quarter"),
     ("two", "thirds"), ("most",), ("almost", "all"), ("almost", "every"), ("nearly", "all"),
-    ("nearly", "every"), ("almost", "half"), ("nearly", "half")})
+    ("nearly", "every"), ("almost", "half"), ("nearly", "half"),
+    # approximators, quantifiers only before a quantity ("about half his legacy")
+    ("about",), ("around",), ("roughly",), ("approximately",), ("nearly",), ("almost",)})
+NEEDS_QUANTITY = frozenset({"than", "to", "about", "around", "roughly", "approximately",
+                            "nearly", "almost"})
 QUANTIFIER_PHRASES = DOWNWARD_PHRASES | UPWARD_PHRASES
 NUMBER_NOUNS = frozenset({"dozen", "hundred", "thousand", "million", "billion", "score"})
 LONGEST_PHRASE = max(map(len, QUANTIFIER_PHRASES))
@@ -49,7 +53,7 @@ def phrase_at(parse: DependencyParse, position: int) -> tuple[str, ...] | None:
         after = position + size
         previous = parse.word(position - 1) if position else ""
         tag = parse.tokens[position].tag
-        if phrase[-1] in ("than", "to") and not _quantity_at(parse, after):
+        if phrase[-1] in NEEDS_QUANTITY and not _quantity_at(parse, after):
             continue
         if phrase in {("a", "third"), ("a", "quarter"), ("two", "thirds")} \
                 and following[size:size + 1] != ["of"]:

@@ -17,6 +17,11 @@ The units, each read off the tree in both label schemes:
   object ("They tried to reach." becomes "They tried to reach summit.");
 - *a copula and its predicate*: spaCy's "be" keeps its `acomp`/`attr` ("He pretended to be
   asleep", not "... to be"), UD's predicate its `cop`;
+- *a phrasal verb and its particle* ("picked up the telephone", not "picked the telephone":
+  spaCy `prt`, UD `compound:prt`);
+- *a comparative and its "than"*: a kept adjective or adverb keeps its "more"/"less" and a
+  comparative its "than" phrase, whole ("more expensive than forced air systems", not
+  "expensive"; not "more expensive than systems");
 - *a subordinate clause, its subject and its subordinator*: a kept `mark` keeps the word it
   marks; a kept verb of a clause with a subject of its own (`advcl`, `ccomp`, `csubj`, `relcl`,
   `acl`) keeps that subject, its `mark`, its auxiliaries and its wh-adverb ("I like apple is."
@@ -70,6 +75,9 @@ def needed_words(parse: DependencyParse, kept: set[int]) -> set[int]:
             needed.update(_children(parse, position, ("dobj", "obj"))[:1])
         if label not in ("aux", "auxpass"):  # a copula, not an auxiliary: "be asleep"
             needed.update(_children(parse, position, PREDICATE_LABELS)[:1])
+        needed.update(c for c in parse.children[position]
+                      if parse.label(c) in ("prt", "compound:prt"))
+        needed.update(_comparison(parse, position))
         subjects = _children(parse, position, SUBJECT_LABELS)
         if label in CLAUSE_LABELS and subjects:  # a finite subordinate clause
             needed.update(subjects[:1])
@@ -77,6 +85,22 @@ def needed_words(parse: DependencyParse, kept: set[int]) -> set[int]:
             needed.update(c for c in _children(parse, position, ("advmod",))
                           if parse.tokens[c].tag.startswith("W"))
     return needed - kept
+
+
+def _comparison(parse: DependencyParse, position: int) -> set[int]:
+    """The "more"/"less" of a kept adjective or adverb, and the "than" phrase of a comparative
+    (spaCy: a `prep` "than" child; UD: a child with a `case` "than")."""
+    tag = parse.tokens[position].tag
+    if not tag.startswith(("JJ", "RB")):
+        return set()
+    degree = {c for c in _children(parse, position, ("advmod",))
+              if parse.word(c) in ("more", "less")}
+    if not degree and tag not in ("JJR", "RBR"):
+        return degree
+    than = [c for c in parse.children[position] if parse.word(c) == "than"
+            or any(parse.word(g) == "than" for g in _children(parse, c, CASE_LABELS))]
+    # whole: "more expensive than forced air systems" says nothing of systems in general
+    return degree.union(*(parse.subtree(c) for c in than))
 
 
 def stranded(parse: DependencyParse, kept: set[int]) -> set[int]:
