@@ -262,6 +262,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="print the tables from the records only (no run)")
     parser.add_argument("--write-doc", default=None, metavar="DOC",
                         help="with --table: rewrite DOC's generated tables (docs/results.md)")
+    parser.add_argument("--views-records", default=None,
+                        help="comma-separated record folders of SIFTER runs on other views, "
+                             "set against --records' SimCSE and SIFTER runs by seed (default: "
+                             "experiments/runs-views*/ beside the default --records)")
     parser.add_argument("--no-untrained", action="store_true",
                         help="do not score the untrained model (another study process does)")
     parser.add_argument("--collect", action="store_true",
@@ -278,6 +282,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--readouts: {args.readouts} is not a subset of {sorted(READOUTS)}")
     if not set(args.objectives) <= set(LABELS):
         parser.error(f"--objectives: {args.objectives} is not a subset of {sorted(LABELS)}")
+    if args.views_records is None:  # the committed ones, beside the committed records
+        args.views_records = [str(p) for p in sorted(RECORDS.parent.glob("runs-views*"))] \
+            if Path(args.records).resolve() == RECORDS.resolve() else []
+    else:
+        args.views_records = [f for f in args.views_records.split(",") if f]
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.lrs = [float(x) for x in args.lrs.split(",")]
     args.chosen_lrs = {name: float(lr) for name, lr in
