@@ -125,7 +125,9 @@ def lr_choice_rows(runs: list[dict], by_key: dict, tasks: list[str],
     # was given (`--chosen-lrs`: a rerun of some rows) and is labelled as given
     picked = {o: len(selection_scores(runs, o)) > 1 for o in chosen}
     names = {"sifter": "SIFTER", "simcse": "SimCSE"}
-    if None in chosen.values() or not any(picked.values()):  # one lr each: nothing was chosen
+    if None in chosen.values():  # one objective's runs only (SIFTER on later views): no pair
+        return [], ""
+    if not any(picked.values()):  # one lr each: nothing was chosen
         first = (f"SIFTER at lr {chosen['sifter']:g}, SimCSE at {chosen['simcse']:g} (given, not "
                  "chosen on these records)") if chosen["sifter"] != chosen["simcse"] \
             else f"both at lr {chosen['sifter']:g}"

@@ -99,6 +99,9 @@ def test_sifter_on_later_views_is_paired_beside_the_old(study, tmp_path):
     table = study.tables(args)
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if "|" in line}
     assert "SIFTER on the views of views revision 55 (runs-views55/" in table
+    # the later records alone (the study's own --table at the end of its run): no pair, no error
+    assert "SIFTER − SimCSE" not in study.tables(argparse.Namespace(
+        records=str(later), readouts=["cls"], views_records=[]))
     new = rows["**SIFTER on views revision 55 at lr 1e-05 − SimCSE at its dev-chosen lr 3e-05, "
                "paired over 2 seeds**"]
     assert "| 2 | 2.00 ± 1.41 | 2.00 ± 1.41 |" in new  # 74 - 73, 76 - 73
