@@ -97,6 +97,17 @@ def read_rows(path: Path) -> dict[str, dict]:
     return {row["id"]: row for row in map(json.loads, path.read_text().splitlines())}
 
 
+PREPOSITIONS = frozenset(
+    "of in on at to for from with by about into during after before under over through between "
+    "against without within upon across toward towards among around behind beyond near since "
+    "until".split())
+
+
+def ends_on_preposition(backbone: str) -> bool:
+    said = [t for t in tokens(backbone) if is_word(t)]
+    return bool(said) and said[-1] in PREPOSITIONS
+
+
 def summarise(before: dict[str, dict], after: dict[str, dict], args) -> dict:
     ids = sorted(before.keys() & after.keys(), key=lambda r: int(r.rsplit(":", 1)[1]))
     rows = []
@@ -132,6 +143,11 @@ def summarise(before: dict[str, dict], after: dict[str, dict], args) -> dict:
             [r for r in rows if len([t for t in tokens(r[when]) if is_word(t)])
              >= 0.7 * len([t for t in tokens(r["x"]) if is_word(t)]) and r[when]], len(rows))
             for when in ("before", "after")},
+        # issue 55: backbones whose last word is a preposition or "to" (of those with one; a
+        # particle, "broke in", counts too: surface words only)
+        "backbone_ends_on_a_preposition": {when: rates_of(
+            [r for r in rows if r[when] and ends_on_preposition(r[when])],
+            len([r for r in rows if r[when]])) for when in ("before", "after")},
         # the first word of each reason: loses, drops, states, words (out of order), splits, no
         "reasons": {when: dict(Counter(reason.split(" ")[0] for r in rows
                                        for reason in r[f"{when}_reasons"]).most_common())
