@@ -1,25 +1,28 @@
-"""Does X entail the backbone Y appends? An audit of meaning on Brown (issue 43), by a labeller
-that shares no code, parse or tagger with the rule it audits (`sentray.sifter.scope`).
+"""Does X entail the backbone Y appends? An audit of meaning on Brown (issues 43 and 55), by a
+labeller that shares no code, parse or tagger with the rule it audits (`sentray.sifter.scope`):
+experiments/meaning_rubric.py.
 
-Two steps. `make` runs the augmentation job's pipeline (spaCy `en_core_web_sm` + triplet-extract
-OpenIE answered from the batch's parses, seed 0, the job's 1,000-character truncation) over a
-seeded sample of the rows the job keeps, with whichever `sentray` is importable, and writes one
-JSON line per row (X, the backbone, its source). Run it twice, on the code before and after:
+`make` runs the augmentation job's pipeline (spaCy `en_core_web_sm` + triplet-extract OpenIE
+answered from the batch's parses, seed 0, the job's 1,000-character truncation) over a seeded
+sample of the rows the job keeps, with whichever `sentray` is importable, and writes one JSON
+line per row (X, the backbone, its source). Run it on the code before and after a change; issue
+55's record (before: main at 6486ecd, issue 43's views; after: issue 55's):
 
-    git worktree add out/views-before 9804951      # main before issue 43
-    PYTHONPATH=out/views-before nice -n 19 python experiments/audit_meaning.py make \\
+    git worktree add out/views-before 6486ecd
+    PYTHONPATH=out/views-before nice -n 19 python experiments/audit_meaning.py make \
         --rows 6000 --out out/before.jsonl
     nice -n 19 python experiments/audit_meaning.py make --rows 6000 --out out/after.jsonl
-    python experiments/audit_meaning.py label out/before.jsonl out/after.jsonl \\
-        --out bench/results/meaning-audit.json
+    python experiments/audit_meaning.py label out/before.jsonl out/after.jsonl \
+        --out bench/results/meaning-audit-55.json
+    python experiments/audit_meaning.py compare experiments/audit/second-labelling-55.json \
+        --out bench/results/meaning-audit-55-second.json
 
 `label` labels every row's backbone entailed / not entailed / contradicts by the rubric of
-docs/sifter-views.md, read on surface words only (the functions below): a negation or
-downward-entailing word of X's clause lost ("contradicts" for a negation), a word under one
-dropped, a clause under an embedding verb or "if"/"unless"/"whether" stated without it, words
-out of X's order or not in X. The record holds the rates before and after on every row and on
-the rows whose Y changed, and a seeded sample of >= 200 changed rows with both labels and their
-reasons, for a reader to check.
+docs/sifter-views.md. The record holds the rates before and after on every row and on the rows
+whose Y changed, and a seeded sample of >= 200 changed rows with both labels and their reasons.
+`compare` sets the rubric against a second labelling made by a reader (a JSON file of rows with
+the reader's labels, written before the rubric's labels of those rows were seen): agreement on
+meaning and the rows where the two differ.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import subprocess
 import sys
 from collections import Counter
@@ -35,147 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/ is no package
 from brown_rows import BROWN, kept_rows, parsed_rows  # noqa: E402
-
-# -- the labeller: surface words only -------------------------------------------------------------
-
-TOKEN = re.compile(r"[a-z0-9]+(?=n't\b)|n't\b|[a-z0-9]+|[,;:!?()\[\]\"`]|--")
-NEGATIONS = frozenset("not n't no never none nobody nothing neither nor nowhere noone without "
-                      "cannot".split())
-NOMINAL = frozenset("none nobody nothing nowhere noone".split())
-DOWNWARD = frozenset("hardly scarcely barely seldom rarely few fewer little".split())
-# forms of the verbs whose complement is not stated as a fact, written out (no lemmatizer)
-EMBEDDING = frozenset(
-    "wish wishes wished wishing hope hopes hoped hoping want wants wanted doubt doubts doubted "
-    "deny denies denied fear fears feared believe believes believed think thinks thought suppose "
-    "supposed imagine imagined pretend pretended claim claims claimed suspect suspected expect "
-    "expects expected wonder wondered ask asked guess guessed dream dreamed assume assumed "
-    "allege alleged say says said seem seems seemed appear appears appeared try tries tried "
-    "plan planned intend intended refuse refused fail failed".split())
-CONDITIONALS = frozenset("if unless whether lest".split())
-BREAKS = frozenset("and but or so yet because although though while whereas when whenever where "
-                   "if unless since until after before that which who whom whose than whether "
-                   "lest".split())
-HARD_BREAKS = frozenset({";", "but", "and", "or", "yet", "so", "--"})
-ARTICLES = frozenset({"a", "an", "the"})
-STOPWORDS = frozenset(
-    "a an the of in on at to for by with from as is are was were be been being am do does did "
-    "has have had it its he she they we i you him her them us me his their our my your this "
-    "these those there here s".split())
-INSERTABLE = frozenset("is are was were be has have had of".split())  # OpenIE's copulas
-LABELS = ("entailed", "not entailed", "contradicts")  # from best to worst
-
-
-def worse(verdict: str, other: str) -> str:
-    return max(verdict, other, key=LABELS.index)
-
-
-def tokens(text: str) -> list[str]:
-    return TOKEN.findall(text.lower().replace("\u2019", "'").replace("cannot", "can not"))
-
-
-def is_word(token: str) -> bool:
-    return token[0].isalnum() or token == "n't"
-
-
-def segments(xs: list[str]) -> list[int]:
-    """The clause segment of each token of X: a new one at punctuation and at clause words."""
-    out, current = [], 0
-    for token in xs:
-        if not is_word(token) or token in BREAKS:
-            current += 1
-        out.append(current)
-    return out
-
-
-def align(xs: list[str], bs: list[str]) -> list[int] | None:
-    """X's positions of the backbone's words, matched in order, one word allowed out of place
-    ("Gilborn put again on his coat") and OpenIE's copulas allowed where X has none; None when
-    they are not X's words in X's order."""
-    for displaced in [None, *range(len(bs))]:
-        kept, at = [], 0
-        for j, word in enumerate(bs):
-            if j == displaced:
-                continue
-            found = next((i for i in range(at, len(xs)) if xs[i] == word), None)
-            if found is None:
-                if word in INSERTABLE:
-                    continue
-                break
-            kept.append(found)
-            at = found + 1
-        else:
-            if displaced is not None:
-                if bs[displaced] not in xs:
-                    continue
-                kept.append(next(i for i, w in enumerate(xs) if w == bs[displaced]
-                                 and i not in kept))
-            return kept
-    return None
-
-
-def _cue(xs: list[str], i: int) -> str | None:
-    word = xs[i]
-    before = xs[i - 1] if i else ""
-    after = xs[i + 1] if i + 1 < len(xs) else ""
-    if word in NEGATIONS and not (word == "no" and after[:1].isdigit()) and not (
-            word == "not" and after == "only"):  # "not only ... but also" adds
-        return "negation"
-    if word in DOWNWARD and not (word in ("few", "little") and before in ("a", "the", "quite")):
-        return "downward"
-    return None
-
-
-def label(x: str, backbone: str) -> tuple[str, list[str]]:
-    """(label, reasons) of a backbone against X by the rubric (module docstring)."""
-    if not backbone:
-        return "entailed", ["no backbone: Y = X"]
-    xs, bs = tokens(x), [t for t in tokens(backbone) if is_word(t)]
-    kept = align(xs, bs)
-    if kept is None:
-        return "not entailed", ["words out of X's order or not in X"]
-    keep, seg, reasons, verdict = set(kept), segments(xs), [], "entailed"
-
-    def content(positions) -> bool:
-        return any(p in keep and is_word(xs[p]) and xs[p] not in STOPWORDS | NEGATIONS
-                   for p in positions)
-
-    for i in range(len(xs)):
-        kind = _cue(xs, i)
-        if kind is None:
-            continue
-        clause = [p for p in range(len(xs)) if seg[p] == seg[i] and is_word(xs[p])]
-        first = clause[0] if clause else i
-        # a nominal cue, or one that opens its clause ("Not all ...", "Few ..."): all of it
-        region = clause if xs[i] in NOMINAL or i <= first + 1 else [p for p in clause if p >= i]
-        if i not in keep and content(region):
-            verdict = worse(verdict, "contradicts" if kind == "negation" else "not entailed")
-            reasons.append(f"loses {xs[i]!r}")
-        elif i in keep:
-            lost = [xs[p] for p in region if p not in keep and xs[p] not in ARTICLES | BREAKS]
-            if lost:
-                verdict = worse(verdict, "not entailed")
-                reasons.append(f"drops {' '.join(lost)!r} under {xs[i]!r}")
-    for i, word in enumerate(xs):
-        if word not in EMBEDDING | CONDITIONALS or i in keep:
-            continue
-        if word in ("if", "unless", "lest"):  # the condition and what it conditions: up to
-            hard = [p for p, t in enumerate(xs) if t in HARD_BREAKS]  # the nearest ";", "but"
-            start = max([p for p in hard if p < i], default=-1) + 1
-            end = min([p for p in hard if p > i], default=len(xs))
-            region = range(start, end)
-        else:  # the rest of its clause, and the next one after "that" ("doubt that it ...")
-            follows = xs[i + 1] if i + 1 < len(xs) else ""
-            region = [p for p in range(i + 1, len(xs))
-                      if seg[p] == seg[i] or (follows == "that" and seg[p] == seg[i] + 1)]
-        if content(region):
-            verdict = worse(verdict, "not entailed")
-            reasons.append(f"states what is under {word!r} as a fact")
-    for i in range(len(xs) - 1):  # "not only": both or neither ("It is not Europe.")
-        if xs[i:i + 2] == ["not", "only"] and (i in keep) != (i + 1 in keep):
-            verdict = worse(verdict, "not entailed")
-            reasons.append("splits 'not only'")
-    return verdict, reasons
-
+from meaning_rubric import LABELS, is_word, label, tokens  # noqa: E402,F401
 
 # -- make: the backbones of the code importable now -----------------------------------------------
 
@@ -195,7 +57,7 @@ def code_version() -> str:
     where = Path(sentray.__file__).resolve().parent
     found = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
                            text=True)
-    dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "sentray"],
+    dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "."],
                            capture_output=True, text=True).stdout.strip()
     return found.stdout.strip() + ("+uncommitted" if dirty else "")
 
@@ -235,6 +97,17 @@ def read_rows(path: Path) -> dict[str, dict]:
     return {row["id"]: row for row in map(json.loads, path.read_text().splitlines())}
 
 
+PREPOSITIONS = frozenset(
+    "of in on at to for from with by about into during after before under over through between "
+    "against without within upon across toward towards among around behind beyond near since "
+    "until".split())
+
+
+def ends_on_preposition(backbone: str) -> bool:
+    said = [t for t in tokens(backbone) if is_word(t)]
+    return bool(said) and said[-1] in PREPOSITIONS
+
+
 def summarise(before: dict[str, dict], after: dict[str, dict], args) -> dict:
     ids = sorted(before.keys() & after.keys(), key=lambda r: int(r.rsplit(":", 1)[1]))
     rows = []
@@ -270,11 +143,42 @@ def summarise(before: dict[str, dict], after: dict[str, dict], args) -> dict:
             [r for r in rows if len([t for t in tokens(r[when]) if is_word(t)])
              >= 0.7 * len([t for t in tokens(r["x"]) if is_word(t)]) and r[when]], len(rows))
             for when in ("before", "after")},
+        # issue 55: backbones whose last word is a preposition or "to" (of those with one; a
+        # particle, "broke in", counts too: surface words only)
+        "backbone_ends_on_a_preposition": {when: rates_of(
+            [r for r in rows if r[when] and ends_on_preposition(r[when])],
+            len([r for r in rows if r[when]])) for when in ("before", "after")},
         # the first word of each reason: loses, drops, states, words (out of order), splits, no
         "reasons": {when: dict(Counter(reason.split(" ")[0] for r in rows
                                        for reason in r[f"{when}_reasons"]).most_common())
                     for when in ("before", "after")},
         "sample": sorted(picked, key=lambda r: int(r["id"].rsplit(":", 1)[1])),
+    }
+
+
+def compare(second: dict) -> dict:
+    """The rubric's labels of the rows a reader labelled by hand (`second`: a second labelling,
+    e.g. experiments/audit/second-labelling-55.json), and where the two agree on meaning: the
+    rubric's "not entailed" and "contradicts" against the reader's "not entailed"."""
+    rows, agree = [], 0
+    for row in second["rows"]:
+        rubric, reasons = label(row["x"], row["backbone"])
+        same = (rubric == "entailed") == (row["meaning"] == "entailed")
+        agree += same
+        rows.append({"id": row["id"], "x": row["x"], "backbone": row["backbone"],
+                     "reader": row["label"], "reader_meaning": row["meaning"],
+                     "reader_note": row["note"], "rubric": rubric, "rubric_reasons": reasons,
+                     "agree": same})
+    with_backbone = [r for r in rows if r["backbone"]]
+    return {
+        "rows": len(rows), "seed": second["seed"],
+        "agreement": rates_of([r for r in rows if r["agree"]], len(rows)),
+        "agreement_rows_with_a_backbone": rates_of([r for r in with_backbone if r["agree"]],
+                                                   len(with_backbone)),
+        "reader": dict(Counter(r["reader"] for r in rows)),
+        "rubric": dict(Counter(r["rubric"] for r in rows)),
+        "disagreements": [r for r in rows if not r["agree"]],
+        "not_a_sentence": [r for r in rows if r["reader"] == "not a sentence"],
     }
 
 
@@ -292,7 +196,17 @@ def main(argv: list[str] | None = None) -> None:
     labelled.add_argument("--sample", type=int, default=240, help="changed rows kept in the record")
     labelled.add_argument("--seed", type=int, default=0)
     labelled.add_argument("--out", type=Path)
+    compared = steps.add_parser("compare", help="the rubric against a reader's labels")
+    compared.add_argument("second", type=Path, help="a second labelling (JSON)")
+    compared.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.step == "compare":
+        record = compare(json.loads(args.second.read_text()))
+        print(json.dumps({k: v for k, v in record.items() if k not in ("disagreements",
+                                                                       "not_a_sentence")}))
+        if args.out:
+            args.out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+        return None
     if args.step == "make":
         if not args.corpus.is_file():
             raise FileNotFoundError(f"no corpus at {args.corpus}: pass --corpus PATH")

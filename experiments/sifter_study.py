@@ -225,6 +225,16 @@ def augment_brown(folder: str, z_rule: str) -> None:
                         "--output", folder, "--actors", "2", "--z-rule", z_rule], check=True)
 
 
+def views_records(given: str | None, records: str) -> list[str]:
+    """The --views-records folders: those given, else the committed experiments/runs-views*/
+    when --records is the committed experiments/runs/."""
+    if given is not None:
+        return [folder for folder in given.split(",") if folder]
+    if Path(records).resolve() != RECORDS.resolve():
+        return []
+    return [str(p) for p in sorted(RECORDS.parent.glob("runs-views*"))]
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -262,6 +272,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="print the tables from the records only (no run)")
     parser.add_argument("--write-doc", default=None, metavar="DOC",
                         help="with --table: rewrite DOC's generated tables (docs/results.md)")
+    parser.add_argument("--views-records", help="SIFTER records on other views, paired with "
+                        "--records' (comma-separated; default: experiments/runs-views*/)")
     parser.add_argument("--no-untrained", action="store_true",
                         help="do not score the untrained model (another study process does)")
     parser.add_argument("--collect", action="store_true",
@@ -272,12 +284,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="print the measured averages beside the papers' (BERT-base)")
     args = parser.parse_args(argv)
     args.simcse_dropouts = [float(x) for x in args.simcse_dropouts.split(",") if x]
-    args.readouts = args.readouts.split(",")
-    args.objectives = args.objectives.split(",")
+    args.readouts, args.objectives = args.readouts.split(","), args.objectives.split(",")
     if not set(args.readouts) <= set(READOUTS):
         parser.error(f"--readouts: {args.readouts} is not a subset of {sorted(READOUTS)}")
     if not set(args.objectives) <= set(LABELS):
         parser.error(f"--objectives: {args.objectives} is not a subset of {sorted(LABELS)}")
+    args.views_records = views_records(args.views_records, args.records)
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.lrs = [float(x) for x in args.lrs.split(",")]
     args.chosen_lrs = {name: float(lr) for name, lr in

@@ -125,7 +125,9 @@ def lr_choice_rows(runs: list[dict], by_key: dict, tasks: list[str],
     # was given (`--chosen-lrs`: a rerun of some rows) and is labelled as given
     picked = {o: len(selection_scores(runs, o)) > 1 for o in chosen}
     names = {"sifter": "SIFTER", "simcse": "SimCSE"}
-    if None in chosen.values() or not any(picked.values()):  # one lr each: nothing was chosen
+    if None in chosen.values():  # one objective's runs only (SIFTER on later views): no pair
+        return [], ""
+    if not any(picked.values()):  # one lr each: nothing was chosen
         first = (f"SIFTER at lr {chosen['sifter']:g}, SimCSE at {chosen['simcse']:g} (given, not "
                  "chosen on these records)") if chosen["sifter"] != chosen["simcse"] \
             else f"both at lr {chosen['sifter']:g}"
@@ -241,6 +243,71 @@ def curve_lines(groups: dict[str, list[dict]]) -> list[str]:
     return lines
 
 
+def views_of(run: dict) -> str:
+    """Which views a SIFTER run trained on, from its record's input settings: the job's
+    `views_revision` (issue 43 on), else the first study's (a7babc3's, before issues 36 and 43)."""
+    revision = (run["summary"].get("input_settings") or {}).get("views_revision")
+    return f"views revision {revision}" if revision else "a7babc3's views"
+
+
+def views_rows(runs: list[dict], later: list[dict], tasks: list[str]) -> list[str]:
+    """SIFTER on each set of views against the same SimCSE runs (SimCSE reads X only), paired
+    by seed: SIFTER at each lr `later` has, SimCSE at its dev-chosen lr and at the same lr; then
+    the later views' SIFTER − the earlier views' SIFTER, same seed and lr."""
+    by_key = {(r["run"].objective, r["run"].tag, r["run"].lr, r["run"].seed): r for r in runs}
+    new = {(r["run"].lr, r["run"].seed): r for r in later
+           if (r["run"].objective, r["run"].tag) == ("sifter", "")}
+    chosen = dev_choice(runs, "simcse")
+    rows = []
+    for lr in sorted({k[0] for k in new}):
+        against = [(chosen, f"SimCSE at its dev-chosen lr {chosen:g}")] if chosen else []
+        against += [(lr, f"SimCSE at lr {lr:g}")] if lr != chosen else []
+        old = {k: by_key.get(("sifter", "", *k)) for k in new}  # the earlier views' SIFTER
+        for simcse_lr, said in against:
+            for sifter in (old, new):
+                pairs = [(sifter[k], by_key[("simcse", "", simcse_lr, k[1])])
+                         for k in sorted(new) if k[0] == lr and sifter.get(k) is not None
+                         and ("simcse", "", simcse_lr, k[1]) in by_key]
+                if pairs:
+                    rows.append(difference_line(
+                        f"SIFTER on {views_of(pairs[0][0])} at lr {lr:g} − {said}", pairs,
+                        tasks))
+        pairs = [(new[k], by_key[("sifter", "", *k)]) for k in sorted(new)
+                 if k[0] == lr and ("sifter", "", *k) in by_key]
+        if pairs:
+            rows.append(difference_line(
+                f"SIFTER on {views_of(pairs[0][0])} − SIFTER on {views_of(pairs[0][1])}, "
+                f"lr {lr:g}", pairs, tasks))
+    return rows
+
+
+def difference_line(label: str, pairs: list[tuple[dict, dict]], tasks: list[str]) -> str:
+    """A row of the first run minus the second of each pair, mean ± std over the pairs."""
+    diffs = np.array([[a["results"][t] - b["results"][t] for t in tasks] for a, b in pairs])
+    return (f"| **{label}, {seed_label(len(pairs))}** | {len(pairs)} | "
+            + " | ".join(mean_std(diffs[:, i]) for i in range(len(tasks))) + " | | |")
+
+
+def views_section(args, readout: str, runs: list[dict], tasks: list[str]) -> list[str]:
+    """For each folder of `--views-records` with SIFTER runs of `readout`: its runs and the
+    paired differences of `views_rows` (nothing where there are no such records yet)."""
+    from sentray.evaluation.sts import SHORT_NAMES
+
+    out = []
+    for folder in getattr(args, "views_records", None) or []:
+        later = [load(p.parent) for p in sorted(Path(folder).glob(f"{readout}/*/results.json"))]
+        if not later:
+            continue
+        out.append(f"\nSIFTER on the views of {views_of(later[0])} ({Path(folder).name}/; "
+                   "SimCSE's runs above, which read X only):\n")
+        out.append("| model | runs | " + " | ".join(SHORT_NAMES.get(t, t) for t in tasks)
+                   + " | STS-B dev (best) | s/step |")
+        out.append("|" + "---|" * (len(tasks) + 4))
+        rows, _ = run_rows(later, tasks, Path(folder))
+        out += rows + views_rows(runs, later, tasks)
+    return out
+
+
 def tables(args) -> str:
     """The Markdown tables of docs/results.md from the run records under --records."""
     from sentray.evaluation.sts import SHORT_NAMES
@@ -258,6 +325,7 @@ def tables(args) -> str:
         out.append("|" + "---|" * (len(tasks) + 4))
         rows, groups = run_rows(runs, tasks, root)
         out += rows + pair_rows(runs, tasks) + curve_lines(groups)
+        out += views_section(args, readout, runs, tasks)
         if getattr(args, "paper", False):
             out += paper_rows(runs)
     return "\n".join(out).strip("\n")

@@ -33,7 +33,7 @@ def study():
 
 
 def write_run(study, root: Path, objective: str, seed: int, lr: float, score: float, dev: float,
-              tag: str = "", lambdas: str | None = None) -> None:
+              tag: str = "", lambdas: str | None = None, views: int | None = None) -> None:
     run = study.Run("cls", objective, seed, 300, lr, lambdas, tag)
     folder = root / run.name  # a run's records, as --records holds them
     folder.mkdir(parents=True)
@@ -42,7 +42,8 @@ def write_run(study, root: Path, objective: str, seed: int, lr: float, score: fl
     history = [{"step": 300, "stsb_dev": dev, "loss": 0.1, "seconds_per_step": 1.0}]
     (folder / "summary.json").write_text(json.dumps(
         {"best_stsb_dev": dev, "initial_stsb_dev": 70.0, "history": history,
-         "config": {"dropout": 0.15, "mlp": True}}))
+         "config": {"dropout": 0.15, "mlp": True},
+         "input_settings": {"views_revision": views} if views else {}}))
 
 
 def test_pairs_are_made_at_each_objectives_dev_chosen_lr(study, tmp_path):
@@ -80,6 +81,38 @@ def test_pairs_are_made_at_each_objectives_dev_chosen_lr(study, tmp_path):
         "**λ 1,0,0 − λ 1,1,1, lr 1e-05, seed 1 (one seed)**"]
     assert "| -0.50 | -0.50 | +0.50 |" in rows[
         "**Z by Penn tags − Z by UD tags, lr 1e-05, seed 1 (one seed)**"]
+
+
+def test_sifter_on_later_views_is_paired_beside_the_old(study, tmp_path):
+    """SIFTER runs on later views (--views-records) are set against the same SimCSE runs, at
+    SimCSE's dev-chosen lr and at SIFTER's own, beside the old views' SIFTER, and against the
+    old views' SIFTER of the same seed and lr; no later records: no section."""
+    old, later = tmp_path / "runs", tmp_path / "runs-views55"
+    for seed in (1, 2, 3):
+        write_run(study, old, "sifter", seed, 1e-5, 70.0 + seed, dev=85.0)
+        write_run(study, old, "simcse", seed, 1e-5, 71.0, dev=84.0)
+        write_run(study, old, "simcse", seed, 3e-5, 73.0, dev=86.0)
+    args = argparse.Namespace(records=str(old), readouts=["cls"], views_records=[str(later)])
+    assert "views revision" not in study.tables(args)
+    for seed in (1, 2):  # two of three seeds finished
+        write_run(study, later, "sifter", seed, 1e-5, 72.0 + 2 * seed, dev=85.5, views=55)
+    table = study.tables(args)
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if "|" in line}
+    assert "SIFTER on the views of views revision 55 (runs-views55/" in table
+    # the later records alone (the study's own --table at the end of its run): no pair, no error
+    assert "SIFTER − SimCSE" not in study.tables(argparse.Namespace(
+        records=str(later), readouts=["cls"], views_records=[]))
+    new = rows["**SIFTER on views revision 55 at lr 1e-05 − SimCSE at its dev-chosen lr 3e-05, "
+               "paired over 2 seeds**"]
+    assert "| 2 | 2.00 ± 1.41 | 2.00 ± 1.41 |" in new  # 74 - 73, 76 - 73
+    before = rows["**SIFTER on a7babc3's views at lr 1e-05 − SimCSE at its dev-chosen lr 3e-05, "
+                  "paired over 2 seeds**"]
+    assert "| 2 | -1.50 ± 0.71 | -1.50 ± 0.71 |" in before  # the same seeds: 71 - 73, 72 - 73
+    assert "| 2 | 4.00 ± 1.41 |" in rows[  # 74 - 71, 76 - 71
+        "**SIFTER on views revision 55 at lr 1e-05 − SimCSE at lr 1e-05, paired over 2 seeds**"]
+    assert "| 2 | 3.50 ± 0.71 |" in rows[  # 74 - 71, 76 - 72
+        "**SIFTER on views revision 55 − SIFTER on a7babc3's views, lr 1e-05, paired over 2 "
+        "seeds**"]
 
 
 def test_lrs_are_labelled_chosen_or_given_per_objective(study, tmp_path):

@@ -50,6 +50,14 @@ class DependencyParse:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    def word(self, position: int) -> str:
+        """The token's text, lower-cased, with a typographic apostrophe as "'"."""
+        return self.tokens[position].text.lower().replace("\u2019", "'")
+
+    def label(self, position: int) -> str:
+        """The token's dependency label, lower-cased."""
+        return self.tokens[position].dep.lower()
+
     def head(self, position: int) -> int:
         return self.tokens[position].head
 

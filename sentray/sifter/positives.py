@@ -56,15 +56,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sentray.sifter.dependency_parse import DependencyParse
+from sentray.sifter.operator_lexicon import ARTICLES, DOWNWARD_WORDS, NEGATIONS, OWN_SUBJECT
 from sentray.sifter.scope import (
-    ARTICLES,
-    DOWNWARD_WORDS,
-    NEGATIONS,
-    OWN_SUBJECT,
     binds_article,
     carry_scopes,
+    operator_words,
     own_clause,
 )
+from sentray.sifter.sentence_units import stranded
 from sentray.sifter.triple_words import drops_scope, in_order
 
 # Penn Treebank tags Z deletes: coordinating conjunction, personal and possessive pronoun
@@ -86,7 +85,7 @@ UD_DELETED_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
 # backbone, no X repeated, correlative pairs in Z; 43: every operator's scope kept, "a few" in
 # Z); the job records it, so an output made
 # before is never resumed by this code
-VIEWS_REVISION = 43
+VIEWS_REVISION = 55
 TripleChoice = Literal["random", "longest"]
 ZRule = Literal["penn", "ud"]
 BackboneSource = Literal["openie", "dependency", "none"]
@@ -227,6 +226,9 @@ def parse_backbone(parse: DependencyParse) -> str:
     # "He did not come but she stayed.", not "... but stayed." (he stayed)
     level |= {s for c in level if own_clause(parse, c) for s in parse.children[c]
               if parse.tokens[s].dep.lower().startswith(OWN_SUBJECT)}
+    # a preposition of the two levels with no object in X ("What are you looking at?") is
+    # left out; one the scope rule brings back is kept: meaning first ("could be arrived at")
+    level -= stranded(parse, level) - operator_words(parse)
     kept = carry_scopes(parse, {root} | level)
     return as_sentence([parse.tokens[t].text for t in sorted(kept)])
 

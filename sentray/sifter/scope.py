@@ -1,18 +1,20 @@
-"""What Y's backbone must keep of X (issues 36 and 43): the *operators* over the words it keeps.
-One implementation for every backend: it reads X's `DependencyParse` (spaCy's or CoreNLP's) and
-a backbone as the set of X's tokens it keeps. X must entail the backbone.
+"""What Y's backbone must keep of X (issues 36, 43 and 55): the *operators* over the words it
+keeps. One implementation for every backend: it reads X's `DependencyParse` (spaCy's or
+CoreNLP's) and a backbone as the set of X's tokens it keeps. X must entail the backbone.
 
-An operator is a word that changes what the words under it assert. Three kinds:
+An operator is a word that changes what the words under it assert (lexicon:
+`sentray.sifter.operator_lexicon`). Four kinds:
 
-- a *negation*: a word of `NEGATION_CUES` ("not", "n't", "no", "never", "none", "nobody",
-  "nothing", "neither", "nor", "without", ...), except an interjection ("No, I'll go.", tag
-  `UH`), the number sign ("a No. 43 hole") and the "not" of "not only ... but also";
-- a *downward-entailing* word: "hardly", "scarcely", "barely", "seldom", "rarely", and "few",
-  "fewer", "little" as quantifiers (not after an article: "a few" and "the little house" say
-  nothing downward; "very little" does). Like a negation, it turns "more words" into "a stronger claim";
-- an *embedding*: a verb of `EMBEDDING_LEMMAS` (wish, hope, doubt, deny, think, say, ...) over
-  its clausal complement, or a subordinator "if", "unless", "whether", "lest" over its clause.
-  The words under it are not stated as facts ("He wished he had never got into the business").
+- a *negation* ("not", "n't", "no", "never", "nobody", "without", ...; not an interjection
+  "No, I'll go.", the number sign "a No. 43 hole" or the "not" of "not only ... but also");
+- a *downward-entailing* word ("hardly", "rarely", ...; "few", "fewer", "little" as
+  quantifiers, not "a few", "the little house"): "more words" make "a stronger claim";
+- an *embedding*: a verb whose clausal complement is not a fact (wish, hope, doubt, deny, say,
+  ...; the implicative forget, neglect, fail are downward in it, issue 55: "She forgot to lock
+  the door" does not say she locked it), or "if", "unless", "whether", "lest" over its clause;
+- a *quantifier phrase* (`sentray.sifter.quantifier_phrases`): "at most", "less than",
+  "only", "exactly", ... (downward or not monotone: a "downward" operator) and "at least",
+  "more than", "half", "most", ... (upward: a "quantifier" operator), with their numbers.
 
 Each operator has an *anchor* (the word it operates on) and a *scope*, read off X's tree:
 
@@ -28,7 +30,8 @@ Each operator has an *anchor* (the word it operates on) and a *scope*, read off 
 - an embedding verb: its complement's subtree; a subordinator: its clause, and, for an
   adverbial clause ("If it rains, the game is off"), the clause it conditions as well.
 
-The rule: a backbone that keeps a content word of an operator's scope keeps the operator, and
+The rule: a backbone that keeps a content word of an operator's scope (for a quantifier
+phrase: its noun's subtree, or any of its words) keeps the operator, all of a phrase's words, and
 the path from its anchor up to the words kept ("Not all birds fly." never gives "All birds
 fly." or "Birds fly."; "He wished ..." never gives the wished-for clause as a fact). A kept
 negation keeps its anchor. Under a negation or a downward word, more words make a weaker claim
@@ -48,59 +51,44 @@ audit of what X entails: docs/sifter-views.md.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
 from sentray.sifter.dependency_parse import DependencyParse
+from sentray.sifter.operator_lexicon import (
+    ARTICLE_BOUND,
+    ARTICLES,
+    CLIMBED_TAGS,
+    COMPLEMENT_LABELS,
+    CORRELATIVE_CUES,
+    DETERMINER_CUES,
+    DOWNWARD_ADVERBS,
+    DOWNWARD_QUANTIFIERS,
+    EMBEDDING_LEMMAS,
+    EMBEDDING_MARKS,
+    FUNCTION_TAGS,
+    NEGATION_CUES,
+    NEGATIVE_LEMMAS,
+    NOMINAL_CUES,
+    OWN_SUBJECT,
+    QUANTIFIER_WORDS,
+    WORD,
+    is_nominal,
+    is_noun,
+)
+from sentray.sifter.quantifier_phrases import phrase_anchor, quantifier_phrases
+from sentray.sifter.sentence_units import needed_words
 
-# Z keeps these whatever their tag (sentray.sifter.positives)
-NEGATIONS = frozenset({"not", "n't", "no", "nor", "neither", "never", "none", "nobody", "nothing",
-                       "nowhere", "noone"})
-# "cannot" for a tokenizer that keeps it whole (spaCy's and CoreNLP's split it: "can", "not")
-NEGATION_CUES = NEGATIONS | {"without", "cannot"}
-NOMINAL_CUES = frozenset({"nobody", "nothing", "none", "nowhere", "noone"})
-CORRELATIVE_CUES = frozenset({"neither", "nor"})
-DETERMINER_CUES = frozenset({"no", "neither", "few", "fewer", "little"})  # negate their noun
-DOWNWARD_ADVERBS = frozenset({"hardly", "scarcely", "barely", "seldom", "rarely"})
-DOWNWARD_QUANTIFIERS = frozenset({"few", "fewer", "little"})
-DOWNWARD_WORDS = DOWNWARD_ADVERBS | DOWNWARD_QUANTIFIERS
-# Quantifiers: content words whatever their tag (a kept "all" is a claim), and the words a
-# negation passes to reach its noun ("not all birds", "not every member", "not many children")
-QUANTIFIER_WORDS = frozenset({"all", "any", "both", "each", "every", "many", "much", "most",
-                              "several", "some", "few", "fewer", "little", "half", "enough",
-                              "more", "less"})
-# Verbs whose clausal complement is not stated as a fact (lemmas)
-EMBEDDING_LEMMAS = frozenset({
-    "wish", "hope", "want", "doubt", "deny", "fear", "believe", "think", "suppose", "imagine",
-    "pretend", "claim", "suspect", "expect", "wonder", "ask", "guess", "dream", "assume",
-    "allege", "say", "seem", "appear", "try", "plan", "intend", "refuse", "fail", "hesitate",
-    "wait", "demand", "insist", "suggest", "propose", "require", "question", "consider"})
-# Of those, the negative ones: downward in their complement, like a negation ("denied that she
-# had taken the money" does not entail "denied that she had taken anything")
-NEGATIVE_LEMMAS = frozenset({"doubt", "deny", "refuse", "fail", "hesitate", "question"})
-EMBEDDING_MARKS = frozenset({"if", "unless", "whether", "lest"})
-COMPLEMENT_LABELS = ("ccomp", "xcomp")
-ARTICLES = frozenset({"a", "an", "the"})
-# an article before "few" or "little" is part of the quantifier: "a few" and "a little" are
-# upward, "few" and "little" downward, "the few" definite; a backbone or a Z that keeps the word
-# keeps the article ("the little house" is only an adjective)
-ARTICLE_BOUND = {"a": frozenset({"few", "little"}), "the": frozenset({"few", "fewer"})}
-# Penn tags of the words whose presence says nothing about which clause a backbone comes from
-FUNCTION_TAGS = frozenset({"DT", "PDT", "WDT", "IN", "TO", "CC", "POS", "RP", "EX", "UH",
-                           "LS", "SYM", "HYPH", "NFP"})
-CLIMBED_TAGS = ("RB", "JJR", "JJS")  # adverbs, comparatives: a cue on one negates its head
-NOMINAL_TAGS = ("NN", "PRP", "CD", "WP", "EX")  # prefixes: nouns, pronouns, numbers
-OWN_SUBJECT = ("nsubj", "csubj", "expl")  # label prefixes, the same in ClearNLP and UD
-WORD = re.compile(r"can(?=not\b)|[a-z0-9]+(?=n't\b)|n't\b|[a-z0-9]+")
-Kind = Literal["negation", "downward", "embedding"]
+Kind = Literal["negation", "downward", "embedding", "quantifier"]
+CLOSED_KINDS = ("negation", "downward")  # the kinds whose scope a backbone keeps whole
 
 
 @dataclass(frozen=True)
 class Operator:
-    trigger: int  # the operator's word
+    trigger: int  # the operator's (first) word
     anchor: int  # the word it operates on
     kind: Kind
+    words: tuple[int, ...] = ()  # a quantifier phrase's words, numbers included; () for one word
 
 
 def words(text: str) -> list[str]:
@@ -110,11 +98,11 @@ def words(text: str) -> list[str]:
 
 
 def _word(parse: DependencyParse, position: int) -> str:
-    return parse.tokens[position].text.lower().replace("\u2019", "'")
+    return parse.word(position)
 
 
 def _label(parse: DependencyParse, position: int) -> str:
-    return parse.tokens[position].dep.lower()
+    return parse.label(position)
 
 
 def is_cue(parse: DependencyParse, position: int) -> bool:
@@ -144,19 +132,10 @@ def is_downward(parse: DependencyParse, position: int) -> bool:
     return position == 0 or _word(parse, position - 1) not in ARTICLES | {"quite"}
 
 
-def _nominal(parse: DependencyParse, position: int) -> bool:
-    return parse.tokens[position].tag.startswith(NOMINAL_TAGS) \
-        or _word(parse, position) in QUANTIFIER_WORDS | NOMINAL_CUES
-
-
-def _is_noun(parse: DependencyParse, position: int) -> bool:
-    return parse.tokens[position].tag.startswith(("NN", "PRP", "CD"))
-
-
 def anchor(parse: DependencyParse, cue: int) -> int:
     """The word a negation or downward word operates on (module docstring)."""
     word, head = _word(parse, cue), parse.head(cue)
-    if word in NOMINAL_CUES or (word in DOWNWARD_QUANTIFIERS and not _is_noun(parse, head)):
+    if word in NOMINAL_CUES or (word in DOWNWARD_QUANTIFIERS and not is_noun(parse, head)):
         return cue  # "nothing", "Little is known"
     if word == "without":
         objects = [c for c in parse.children[cue] if not parse.tokens[c].punct]
@@ -172,7 +151,7 @@ def anchor(parse: DependencyParse, cue: int) -> int:
     while parse.head(head) != head and (
             parse.tokens[head].tag.startswith(CLIMBED_TAGS)
             or ((_word(parse, head) in QUANTIFIER_WORDS or parse.tokens[head].tag == "CD")
-                and _is_noun(parse, parse.head(head)))
+                and is_noun(parse, parse.head(head)))
             or _label(parse, head).startswith(("aux", "cop"))
             or (_label(parse, head) in ("acomp", "attr") and word not in DETERMINER_CUES)):
         head = parse.head(head)
@@ -196,9 +175,17 @@ def _stems(parse: DependencyParse, position: int) -> set[str]:
 
 def operators(parse: DependencyParse) -> list[Operator]:
     """Every operator of X, in sentence order (module docstring)."""
-    found = []
+    found, in_phrase = [], set()
+    phrases = {span[0]: (span, downward) for span, downward in quantifier_phrases(parse)}
     for position, token in enumerate(parse.tokens):
-        if is_cue(parse, position):
+        if position in phrases:
+            span, downward = phrases[position]
+            in_phrase.update(span)
+            found.append(Operator(position, phrase_anchor(parse, span),
+                                  "downward" if downward else "quantifier", tuple(span)))
+        elif position in in_phrase:
+            continue
+        elif is_cue(parse, position):
             found.append(Operator(position, anchor(parse, position), "negation"))
         elif is_downward(parse, position):
             found.append(Operator(position, anchor(parse, position), "downward"))
@@ -210,6 +197,11 @@ def operators(parse: DependencyParse) -> list[Operator]:
                 and _label(parse, position).startswith("mark"):
             found.append(Operator(position, parse.head(position), "embedding"))
     return found
+
+
+def operator_words(parse: DependencyParse) -> set[int]:
+    """The words of X's operators (a quantifier phrase's "at" is one, not a stranded preposition)."""
+    return {w for op in operators(parse) for w in (op.trigger, *op.words)}
 
 
 def own_clause(parse: DependencyParse, position: int) -> bool:
@@ -235,15 +227,20 @@ def _quantifies_argument(parse: DependencyParse, op: Operator) -> bool:
     word = _word(parse, op.trigger)
     if word in NOMINAL_CUES | CORRELATIVE_CUES | DOWNWARD_QUANTIFIERS:
         return True
+    if op.words:  # "at most three students", "only a handful of soldiers"
+        return is_nominal(parse, op.anchor)
     following = _word(parse, op.trigger + 1) if op.trigger + 1 < len(parse) else ""
-    return _nominal(parse, op.anchor) and (
+    return is_nominal(parse, op.anchor) and (
         word == "no" or (op.kind == "downward" and word in DOWNWARD_ADVERBS)
-        or following in QUANTIFIER_WORDS)  # "not all", "not every", "not many"
+        or following in QUANTIFIER_WORDS | {"a", "an", "one", "single"})  # "not all", "not
+    # every", "not many", "not a single letter": the predicate is negated too
 
 
 def scope_top(parse: DependencyParse, op: Operator) -> int:
     """The highest word of the operator's scope: its anchor, or the predicate its argument
     belongs to (past a preposition), or the clause an adverbial clause conditions."""
+    if op.kind == "quantifier":
+        return op.anchor
     if op.kind == "embedding":
         conditions = _label(parse, op.anchor).startswith("advcl") \
             and _word(parse, op.trigger) in EMBEDDING_MARKS
@@ -259,7 +256,7 @@ def scope_top(parse: DependencyParse, op: Operator) -> int:
 
 def scope(parse: DependencyParse, op: Operator) -> set[int]:
     """The tokens under the operator (module docstring)."""
-    region = _clause(parse, op.anchor)
+    region = _clause(parse, op.anchor) | set(op.words)
     top = scope_top(parse, op)
     if top != op.anchor:
         region |= _clause(parse, top)
@@ -275,8 +272,10 @@ def _closed(parse: DependencyParse, op: Operator, region: set[int]) -> set[int]:
     for child in parse.children[top]:
         if _label(parse, child).startswith(OWN_SUBJECT):
             subject = parse.subtree(child)
-            if op.trigger not in subject:  # its head word, numbers and quantifiers stay: "she"
-                outside |= {t for t in subject - {child}  # of "she did not come", "any water"
+            if not {op.trigger, *op.words} & subject:  # its head word, numbers and
+                # quantifiers stay: "she" of "she did not come", "any water"; a quantifier
+                # phrase in the subject ("At most two of the lamps") keeps it whole
+                outside |= {t for t in subject - {child}
                             if not (is_content(parse, t) and _word(parse, t) in QUANTIFIER_WORDS
                                     or parse.tokens[t].tag == "CD")}
     return {t for t in region - outside if not parse.tokens[t].punct
@@ -291,26 +290,41 @@ def is_content(parse: DependencyParse, position: int) -> bool:
                 or _word(parse, position) in NEGATION_CUES)
 
 
+def _connect(parse: DependencyParse, kept: set[int], positions) -> None:
+    """Add to `kept` the path from each of `positions` up to the kept words."""
+    for position in list(positions):
+        if parse.head(position) != position:
+            kept.update(parse.path_up(parse.head(position), kept))
+
+
 def carry_scopes(parse: DependencyParse, kept: set[int]) -> set[int]:
     """`kept` with what the rule of the module docstring adds: for every operator whose scope
-    it keeps a content word of (or, for a negation, the cue itself), the operator and the path
-    from its anchor up to the kept words; under a negation or a downward word, the dependents of
-    each kept word in the scope (`_closed`)."""
+    it keeps a content word of (or, for a negation, the cue itself; for a quantifier phrase, any
+    of its words), the operator and the path from its anchor up to the kept words; a quantifier
+    phrase whole, each of its words and the kept words of its scope joined to the rest; under a
+    negation or a downward word, the dependents of each kept word in the scope (`_closed`); and
+    what the kept words need to make a sentence (`sentence_units.needed_words`)."""
     kept = set(kept) | bound_articles(parse, kept)
     found = [(op, scope(parse, op)) for op in operators(parse)]
-    closed = {op: _closed(parse, op, region) for op, region in found if op.kind != "embedding"}
+    closed = {op: _closed(parse, op, region) for op, region in found if op.kind in CLOSED_KINDS}
     for _ in range(len(parse) + 1):  # each round adds a token: at most one per token
         before = len(kept)
         for op, region in found:
             touched = any(t in kept and t != op.trigger and is_content(parse, t) for t in region)
-            if not touched and not (op.kind == "negation" and op.trigger in kept):
+            if not touched and not (op.kind == "negation" and op.trigger in kept) \
+                    and not kept & set(op.words):
                 continue
             kept.add(op.trigger)
+            kept.update(op.words)
             kept.update(parse.path_up(op.anchor, kept))
-            if op.kind != "embedding":
+            if op.words:  # "At" hangs on the verb, "most" on the number: both joined
+                _connect(parse, kept, set(op.words) | {t for t in region & kept
+                                                       if is_content(parse, t)})
+            if op.kind in CLOSED_KINDS:
                 kept.update(c for t in kept & closed[op] for c in parse.children[t]
                             if c in closed[op])
         kept |= bound_articles(parse, kept)
+        kept |= needed_words(parse, kept)
         if len(kept) == before:
             return kept
     raise AssertionError("carry_scopes did not settle")  # unreachable: kept only grows

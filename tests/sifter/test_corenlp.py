@@ -6,6 +6,8 @@ CoreNLP or stanza is missing."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sentray.sifter.corenlp import (
     backbone_from_annotation,
@@ -59,8 +61,9 @@ def test_triples_from_corenlp_json():
 
 
 def test_dependency_backbone_from_corenlp_json():
-    # root 'sat'; its children 'cat' (nsubj) and 'mat' (obl); '.' is punctuation
-    assert dependency_backbone_from_sentence(SENTENCE) == "Cat sat mat."
+    # root 'sat'; its children 'cat' (nsubj) and 'mat' (obl), and the case marker 'on' that
+    # 'mat' needs (issue 55: a preposition with its object); '.' is punctuation
+    assert dependency_backbone_from_sentence(SENTENCE) == "Cat sat on mat."
     assert dependency_backbone_from_sentence({"tokens": [], "basicDependencies": []}) == ""
 
 
@@ -180,13 +183,153 @@ IF_RAINS = ud_sentence(
     (FEW, "Few students are really so faceless that they cannot be remembered.", ""),
     (WISHED, "He rather wished he had never got into the business.",
      "He wished he had never got into business."),
-    (IF_RAINS, "If it rains, the game will be cancelled.", "If rains game will be cancelled."),
+    (IF_RAINS, "If it rains, the game will be cancelled.", "If it rains game will be cancelled."),
 ])
 def test_issue_43_constructions_on_corenlp_parses(sentence, text, backbone):
     """The same Ys as on spaCy's parse (tests/sifter/test_scope_constructions.py)."""
     triples, parse = backbone_from_annotation({"sentences": [sentence]})
     for seed in range(6):
         assert choose_backbone(text, parse, triples, "random", row_rng(seed, "x"))[0] == backbone
+
+
+# Issue 55's six rows as CoreNLP 4.5's Universal Dependencies parse them: "at" a `case` of
+# "most", "than" `fixed` on "Less", the infinitive's "to" a `mark`, the copula a `cop` of the
+# predicate "asleep", prepositions `case` under their objects. The triples drop what main's
+# backbones dropped.
+AT_MOST = ud_sentence(
+    "At most three students solved the final problem .", "IN JJS CD NNS VBD DT JJ NN .",
+    [("case", 2, 1), ("advmod", 3, 2), ("nummod", 4, 3), ("nsubj", 5, 4), ("ROOT", 0, 5),
+     ("det", 8, 6), ("amod", 8, 7), ("obj", 5, 8), ("punct", 5, 9)],
+    [("most three students", "solved", "final problem"), ("three students", "solved", "problem")])
+LESS_THAN_HALF = ud_sentence(
+    "Less than half of the voters supported the new law .", "JJR IN NN IN DT NNS VBD DT JJ NN .",
+    [("advmod", 3, 1), ("fixed", 1, 2), ("nsubj", 7, 3), ("case", 6, 4), ("det", 6, 5),
+     ("nmod", 3, 6), ("ROOT", 0, 7), ("det", 10, 8), ("amod", 10, 9), ("obj", 7, 10),
+     ("punct", 7, 11)],
+    [("half", "supported", "law"), ("voters", "supported", "new law")])
+PRETENDED = ud_sentence(
+    "He pretended to be asleep when his mother came in .", "PRP VBD TO VB JJ WRB PRP$ NN VBD RP .",
+    [("nsubj", 2, 1), ("ROOT", 0, 2), ("mark", 5, 3), ("cop", 5, 4), ("xcomp", 2, 5),
+     ("advmod", 9, 6), ("nmod:poss", 8, 7), ("nsubj", 9, 8), ("advcl", 5, 9),
+     ("compound:prt", 9, 10), ("punct", 2, 11)],
+    [("He", "pretended", "be"), ("He", "be", "asleep")], lemmas={"pretended": "pretend"})
+FORGOT = ud_sentence(
+    "She forgot to lock the door before leaving for work .", "PRP VBD TO VB DT NN IN VBG IN NN .",
+    [("nsubj", 2, 1), ("ROOT", 0, 2), ("mark", 4, 3), ("xcomp", 2, 4), ("det", 6, 5),
+     ("obj", 4, 6), ("mark", 8, 7), ("advcl", 4, 8), ("case", 10, 9), ("obl", 8, 10),
+     ("punct", 2, 11)],
+    [("She", "lock", "door"), ("She", "forgot", "lock")], lemmas={"forgot": "forget"})
+ONLY_A_HANDFUL = ud_sentence(
+    "Only a handful of soldiers returned from the expedition .", "RB DT NN IN NNS VBD IN DT NN .",
+    [("advmod", 3, 1), ("det", 3, 2), ("nsubj", 6, 3), ("case", 5, 4), ("nmod", 3, 5),
+     ("ROOT", 0, 6), ("case", 9, 7), ("det", 9, 8), ("obl", 6, 9), ("punct", 6, 10)],
+    [("handful of soldiers", "returned from", "expedition"), ("handful", "returned", "from")])
+NOT_A_SINGLE = ud_sentence(
+    "Not a single letter arrived during the winter .", "RB DT JJ NN VBD IN DT NN .",
+    [("advmod", 4, 1), ("det", 4, 2), ("amod", 4, 3), ("nsubj", 5, 4), ("ROOT", 0, 5),
+     ("case", 8, 6), ("det", 8, 7), ("obl", 5, 8), ("punct", 5, 9)],
+    [("single letter", "arrived during", "winter"), ("Not a single letter", "arrived", "during")])
+
+
+@pytest.mark.parametrize("sentence,text,backbone", [
+    (AT_MOST, "At most three students solved the final problem.",
+     "At most three students solved final problem."),
+    (LESS_THAN_HALF, "Less than half of the voters supported the new law.",
+     "Less than half of voters supported new law."),
+    (PRETENDED, "He pretended to be asleep when his mother came in.",
+     "He pretended to be asleep."),
+    (FORGOT, "She forgot to lock the door before leaving for work.",
+     "She forgot to lock door before leaving for work."),
+    (ONLY_A_HANDFUL, "Only a handful of soldiers returned from the expedition.",
+     "Only handful of soldiers returned from expedition."),
+    (NOT_A_SINGLE, "Not a single letter arrived during the winter.",
+     "Not single letter arrived during winter."),
+])
+def test_issue_55_rows_on_corenlp_parses(sentence, text, backbone):
+    """The same Ys as on spaCy's parse (tests/sifter/test_sentence_backbones.py): every triple
+    drops an operator or is no sentence; the dependency backbone is completed."""
+    triples, parse = backbone_from_annotation({"sentences": [sentence]})
+    for seed in range(6):
+        assert choose_backbone(text, parse, triples, "random", row_rng(seed, "x")) == (
+            backbone, None, "dependency")
+
+
+# -- property: generated sentences, parsed as CoreNLP's UD would (the grammar that makes them
+# knows each word's head), through the CoreNLP backend's converter ---------------------------------
+
+UD_QUANTIFIERS = {  # the phrase's words and tags; the first an advmod, the rest fixed on it
+    "at most": "IN JJS", "at least": "IN JJS", "no more than": "DT JJR IN",
+    "fewer than": "JJR IN", "more than": "JJR IN", "up to": "IN TO", "exactly": "RB"}
+
+
+@st.composite
+def ud_quantified(draw):
+    """(CoreNLP-shaped sentence, text, the quantifier's words, its noun): "<Q> <NUM> <NOUN>
+    <VERB> the <OBJECT> <PREP> <PLACE> ."."""
+    phrase = draw(st.sampled_from(sorted(UD_QUANTIFIERS)))
+    q = phrase.split()
+    words = [*q, draw(st.sampled_from(["three", "five", "20"])),
+             draw(st.sampled_from(["students", "farmers"])),
+             draw(st.sampled_from(["painted", "visited"])), "the",
+             draw(st.sampled_from(["house", "bridge"])), draw(st.sampled_from(["in", "during"])),
+             draw(st.sampled_from(["town", "winter"])), "."]
+    tags = f"{UD_QUANTIFIERS[phrase]} CD NNS VBD DT NN IN NN ."
+    n = len(q)  # positions from 1: number n+1, noun n+2, verb n+3, the n+4, object n+5, ...
+    arcs = [("advmod", n + 1, 1)] + [("fixed", 1, i) for i in range(2, n + 1)] + [
+        ("nummod", n + 2, n + 1), ("nsubj", n + 3, n + 2), ("ROOT", 0, n + 3),
+        ("det", n + 5, n + 4), ("obj", n + 3, n + 5), ("case", n + 7, n + 6),
+        ("obl", n + 3, n + 7), ("punct", n + 3, n + 8)]
+    text = " ".join(words[:-1]) + "."
+    return ud_sentence(" ".join(words), tags, arcs), text[0].upper() + text[1:], q + [
+        words[n]], words[n + 1]
+
+
+@st.composite
+def ud_control(draw):
+    """(CoreNLP-shaped sentence, text, [], None): "The <NOUN> <CONTROL> to <VERB> the <OBJECT>
+    <PREP> <PLACE> ."."""
+    control = draw(st.sampled_from(["pretended", "forgot", "managed", "failed", "tried"]))
+    words = ["The", draw(st.sampled_from(["students", "farmers"])), control, "to",
+             draw(st.sampled_from(["paint", "visit"])), "the",
+             draw(st.sampled_from(["house", "bridge"])), draw(st.sampled_from(["in", "during"])),
+             draw(st.sampled_from(["town", "winter"])), "."]
+    arcs = [("det", 2, 1), ("nsubj", 3, 2), ("ROOT", 0, 3), ("mark", 5, 4), ("xcomp", 3, 5),
+            ("det", 7, 6), ("obj", 5, 7), ("case", 9, 8), ("obl", 5, 9), ("punct", 3, 10)]
+    lemmas = {"pretended": "pretend", "forgot": "forget", "managed": "manage",
+              "failed": "fail", "tried": "try"}
+    return (ud_sentence(" ".join(words), "DT NNS VBD TO VB DT NN IN NN .", arcs, lemmas=lemmas),
+            " ".join(words[:-1]) + ".", [], None)
+
+
+PREPOSITION_WORDS = {"in", "during", "to", "at", "of", "on", "from"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(ud_quantified(), ud_control()),
+       st.lists(st.tuples(st.integers(0, 8), st.integers(1, 4)), max_size=3),
+       st.integers(0, 2**16))
+def test_no_backbone_drops_a_quantifier_word_or_dangles_on_corenlp_parses(made, cuts, seed):
+    """For any generated X and triples made of X's words with a stretch left out, an appended
+    backbone that keeps the quantified noun keeps every word of the quantifier, and none ends
+    on a preposition or a bare "to"."""
+    sentence, text, quantifier, noun = made
+    words = text.rstrip(".").split()
+    triples = []
+    for start, length in cuts:
+        kept = words[:start] + words[start + length:]
+        if len(kept) >= 3:
+            triples.append((" ".join(kept[:2]), kept[2], " ".join(kept[3:]) or kept[-1]))
+    sentence = dict(sentence, openie=[{"subject": a, "relation": b, "object": c}
+                                      for a, b, c in triples])
+    found, parse = backbone_from_annotation({"sentences": [sentence]})
+    backbone = choose_backbone(text, parse, found, "random", row_rng(seed, "x"))[0]
+    said = backbone.rstrip(".").lower().split()
+    if not said:
+        return
+    if noun in said:
+        at = said.index(noun)
+        assert said[at - len(quantifier):at] == [w.lower() for w in quantifier], (text, backbone)
+    assert said[-1] not in PREPOSITION_WORDS, (text, backbone)
 
 
 def test_missing_corenlp_names_corenlp_home(tmp_path, monkeypatch):

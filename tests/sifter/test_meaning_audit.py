@@ -37,13 +37,29 @@ spec.loader.exec_module(audit)
     ("The sun shone, but if you had a flash, use it.", "The sun shone.", "entailed"),
     ("Yet it is not only Europe the play refers to.", "It is not Europe.", "not entailed"),
     ("Drill a No. 43 hole.", "Drill hole.", "entailed"),  # the number sign
+    # issue 55: quantifier phrases kept whole, downward ones with their scope; implicatives
+    ("At most three students solved the final problem.",
+     "Most three students solved the final problem.", "not entailed"),
+    ("At most three students solved the final problem.",
+     "At most three students solved final problem.", "entailed"),
+    ("Less than half of the voters supported the new law.", "Half supported law.",
+     "not entailed"),
+    ("Less than half of the voters supported the new law.",
+     "Less than half of voters supported law.", "not entailed"),  # "new" under it
+    ("Most students passed the exam.", "Students passed exam.", "not entailed"),
+    ("He walked up to the house.", "He walked to house.", "entailed"),  # no number: a path
+    ("He was the only child.", "He was child.", "entailed"),  # an adjective
+    ("She forgot to lock the door.", "She locked the door.", "not entailed"),
 ])
+
 def test_the_labeller_follows_the_rubric(x, backbone, expected):
     assert audit.label(x, backbone)[0] == expected
 
 
 def test_the_committed_record_holds_its_rates():
-    record = json.loads((ROOT / "bench" / "results" / "meaning-audit.json").read_text())
+    """Issue 55's record (issue 43's, bench/results/meaning-audit.json, was labelled by the
+    rubric before its issue-55 lexicon and is kept as it was)."""
+    record = json.loads((ROOT / "bench" / "results" / "meaning-audit-55.json").read_text())
     assert len(record["sample"]) >= 200 and record["changed_rows"] >= len(record["sample"])
     for row in record["sample"]:  # the labels are the labeller's on the rows it holds
         assert row["before"] != row["after"]
@@ -51,3 +67,15 @@ def test_the_committed_record_holds_its_rates():
         assert audit.label(row["x"], row["after"])[0] == row["after_label"]
     for when in ("before", "after"):
         assert sum(v["rows"] for v in record["changed"][when].values()) == record["changed_rows"]
+
+
+def test_the_second_labelling_is_compared_on_its_own_rows():
+    """The reader's labels (experiments/audit/second-labelling-55.json) against the rubric's:
+    the committed comparison is the rubric's on the rows the reader holds."""
+    second = json.loads((ROOT / "experiments" / "audit" / "second-labelling-55.json")
+                        .read_text())
+    record = json.loads((ROOT / "bench" / "results" / "meaning-audit-55-second.json").read_text())
+    assert len(second["rows"]) >= 100 and record == audit.compare(second)
+    after = json.loads((ROOT / "bench" / "results" / "meaning-audit-55.json").read_text())
+    assert record["agreement"]["percent"] >= 90
+    assert after["every_row"]["after"]["not entailed"]["percent"] <= 1.5

@@ -133,8 +133,10 @@ def test_pruned_text_keeps_the_sentence_when_nothing_would_remain(nlp):
 
 
 @pytest.mark.parametrize("sentence,backbone", [
-    ("The cat sat on the mat.", "Cat sat on."),  # root 'sat', children 'cat', 'on'
-    ("I like apple because it is sweet.", "I like apple is."),
+    # root 'sat', children 'cat', 'on'; a preposition keeps its object (issue 55)
+    ("The cat sat on the mat.", "Cat sat on mat."),
+    # a subordinate clause keeps its subject and subordinator (issue 55; was "I like apple is.")
+    ("I like apple because it is sweet.", "I like apple because it is sweet."),
 ])
 def test_dependency_backbone_is_root_and_children(nlp, sentence, backbone):
     assert dependency_backbone(nlp(sentence)) == backbone
@@ -153,7 +155,7 @@ def test_backbone_from_openie_triple(nlp):
 def test_dependency_fallback_when_openie_finds_nothing(nlp):
     sentence = "The cat sat on the mat."
     out = augment(sentence, nlp(sentence), [])
-    assert out.backbone_text == "The cat sat on the mat. Cat sat on."
+    assert out.backbone_text == "The cat sat on the mat. Cat sat on mat."
     assert out.backbone_source == "dependency" and out.triple is None
 
 

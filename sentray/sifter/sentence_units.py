@@ -1,0 +1,111 @@
+"""Words of X that stand or fall together in a backbone, so that the backbone is a sentence
+(issue 55). One implementation for both parsers: it reads X's `DependencyParse` (spaCy's
+ClearNLP labels or CoreNLP's Universal Dependencies) and a backbone as the set of X's tokens it
+keeps.
+
+The units, each read off the tree in both label schemes:
+
+- *a preposition and its object*: spaCy hangs the object under the preposition (`pobj`,
+  `pcomp`), UD the preposition under the object (`case`); a backbone keeps both or neither
+  ("Cat sat on." and "Cat sat mat." become "Cat sat on mat."). A preposition with no object in
+  X at all (a stranded "in" of "the house he lived in") is dropped from a dependency backbone
+  (`stranded`);
+- *an infinitive and its "to"*: the `TO` child (`aux` in spaCy, `mark` in UD) of a kept verb,
+  and the verb of a kept "to" ("He pretended be." lacked it);
+- *a control or raising verb and its complement* (`xcomp`: pretend to, forget to, seem to,
+  manage to): a kept verb keeps its open complement, and that complement its "to" and its
+  object ("They tried to reach." becomes "They tried to reach summit.");
+- *a copula and its predicate*: spaCy's "be" keeps its `acomp`/`attr` ("He pretended to be
+  asleep", not "... to be"), UD's predicate its `cop`;
+- *a phrasal verb and its particle* ("picked up the telephone", not "picked the telephone":
+  spaCy `prt`, UD `compound:prt`);
+- *a comparative and its "than"*: a kept adjective or adverb keeps its "more"/"less" and a
+  comparative its "than" phrase, whole ("more expensive than forced air systems", not
+  "expensive"; not "more expensive than systems");
+- *a subordinate clause, its subject and its subordinator*: a kept `mark` keeps the word it
+  marks; a kept verb of a clause with a subject of its own (`advcl`, `ccomp`, `csubj`, `relcl`,
+  `acl`) keeps that subject, its `mark`, its auxiliaries and its wh-adverb ("I like apple is."
+  becomes "I like apple because it is sweet.", "He hoped stop." "He hoped that rain would
+  stop.", "came" of "when his mother came in" brings "when" and "mother").
+
+`needed_words` gives what a set of kept tokens lacks by these units; the scope rule
+(`sentray.sifter.scope.carry_scopes`) adds it in the same fixed-point loop as the operators, so
+an OpenIE triple that lacks such a word is not chosen and the dependency backbone is completed.
+"""
+
+from __future__ import annotations
+
+from sentray.sifter.dependency_parse import DependencyParse
+
+OBJECT_LABELS = ("pobj", "pcomp")  # spaCy: the object under its preposition
+CASE_LABELS = ("case",)  # UD: the preposition under its object
+PREPOSITION_LABELS = ("prep", "dative", "agent", "obl", "nmod")  # where a preposition may hang
+PREDICATE_LABELS = ("acomp", "attr", "oprd")  # spaCy: what a copula or a small clause needs
+PREPOSITION_TAGS = ("IN", "TO")
+CLAUSE_LABELS = ("advcl", "ccomp", "csubj", "relcl", "acl")  # subordinate clauses
+SUBJECT_LABELS = ("nsubj", "nsubjpass", "csubj", "csubjpass", "expl")
+
+
+def _children(parse: DependencyParse, position: int, labels: tuple[str, ...]) -> list[int]:
+    return [c for c in parse.children[position] if parse.label(c).split(":")[0] in labels]
+
+
+def _is_to(parse: DependencyParse, position: int) -> bool:
+    return parse.tokens[position].tag == "TO" and parse.label(position) in ("aux", "mark")
+
+
+def needed_words(parse: DependencyParse, kept: set[int]) -> set[int]:
+    """The tokens not in `kept` that the units of the module docstring need for the tokens
+    in `kept`."""
+    needed: set[int] = set()
+    for position in kept:
+        label = parse.label(position).split(":")[0]
+        head = parse.head(position)
+        # the heads a word cannot go without: a preposition's object (spaCy), the object of a
+        # case marker (UD), the verb of "to", the clause of a subordinator, a copula's predicate
+        if head != position and (label in OBJECT_LABELS or label in CASE_LABELS + ("cop", "mark")
+                                 or _is_to(parse, position)):
+            needed.add(head)
+        needed.update(_children(parse, position, OBJECT_LABELS)[:1])  # "on" -> "on mat"
+        needed.update(c for c in _children(parse, position, CASE_LABELS)
+                      if parse.tokens[c].tag in PREPOSITION_TAGS)  # UD "mat" -> "on mat"
+        needed.update(c for c in parse.children[position] if _is_to(parse, c))
+        needed.update(_children(parse, position, ("xcomp", "cop")))
+        if label == "xcomp":  # "tried to reach summit", not "tried to reach"
+            needed.update(_children(parse, position, ("dobj", "obj"))[:1])
+        if label not in ("aux", "auxpass"):  # a copula, not an auxiliary: "be asleep"
+            needed.update(_children(parse, position, PREDICATE_LABELS)[:1])
+        needed.update(c for c in parse.children[position]
+                      if parse.label(c) in ("prt", "compound:prt"))
+        needed.update(_comparison(parse, position))
+        subjects = _children(parse, position, SUBJECT_LABELS)
+        if label in CLAUSE_LABELS and subjects:  # a finite subordinate clause
+            needed.update(subjects[:1])
+            needed.update(_children(parse, position, ("mark", "aux")))
+            needed.update(c for c in _children(parse, position, ("advmod",))
+                          if parse.tokens[c].tag.startswith("W"))
+    return needed - kept
+
+
+def _comparison(parse: DependencyParse, position: int) -> set[int]:
+    """The "more"/"less" of a kept adjective or adverb, and the "than" phrase of a comparative
+    (spaCy: a `prep` "than" child; UD: a child with a `case` "than")."""
+    tag = parse.tokens[position].tag
+    if not tag.startswith(("JJ", "RB")):
+        return set()
+    degree = {c for c in _children(parse, position, ("advmod",))
+              if parse.word(c) in ("more", "less")}
+    if not degree and tag not in ("JJR", "RBR"):
+        return degree
+    than = [c for c in parse.children[position] if parse.word(c) == "than"
+            or any(parse.word(g) == "than" for g in _children(parse, c, CASE_LABELS))]
+    # whole: "more expensive than forced air systems" says nothing of systems in general
+    return degree.union(*(parse.subtree(c) for c in than))
+
+
+def stranded(parse: DependencyParse, kept: set[int]) -> set[int]:
+    """The prepositions of `kept` that have no object in X at all (no dependents): a backbone
+    does not end on "in" ("The house he lived in")."""
+    return {t for t in kept if parse.tokens[t].tag in PREPOSITION_TAGS
+            and parse.label(t).split(":")[0] in PREPOSITION_LABELS
+            and not [c for c in parse.children[t] if not parse.tokens[c].punct]}
