@@ -115,7 +115,7 @@ def job_runs(size: int, corpus: Path, work: Path, args, stsb) -> list[dict]:
     runs = []
     for name, flags in (("default", []), ("auto", ["--precision", "auto"]),
                         ("auto-ray", ["--precision", "auto", "--in-process-rows", "0"])):
-        if name == "auto-ray" and not args.ray_path:
+        if name not in args.jobs.split(",") or name == "auto-ray" and not args.ray_path:
             continue
         flags = [*args.job_args.split(), *flags]
         job = embed_runs.run_job(corpus, work / name, flags, size, embed_peers.OFFLINE_ENV)
@@ -277,6 +277,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-tokens-per-batch", type=int, default=2048,
                         help="the token budget compared with fixed batches of 32 in the "
                              "padding table (default: %(default)s = 32 x 64 tokens)")
+    parser.add_argument("--peers", default=None,
+                        help="only these peers, comma-separated (torch, torch-bf16, onnx, "
+                             "onnx-int8, ov-f32, ov-bf16, ov-int8; default: every one)")
+    parser.add_argument("--jobs", default="default,auto,auto-ray",
+                        help="the job runs, comma-separated (default: %(default)s)")
+    parser.add_argument("--no-candidates", dest="candidates", action="store_false",
+                        help="leave out every candidate's steady rate in this process")
     parser.add_argument("--no-ray-path", dest="ray_path", action="store_false",
                         help="leave out auto's run on its Ray actor pool")
     parser.add_argument("--bf16-peer", action="store_true",
@@ -334,15 +341,21 @@ def main() -> None:
             limits(runs, tokens, flops, gemm)
             results["sizes"][size] = {"tokens": tokens, "flops_per_token": flops, "runs": runs}
             print("", report(size, runs), sep="\n", flush=True)
-        rows = embed_runs.candidate_rates(args.model, sentences[:min(sizes[0], 2000)])
-        chosen = [r for s in results["sizes"].values() for r in s["runs"] if r.get("job")]
-        results["candidates"] = rows
-        print("", "Every candidate at steady state, in this process:",
-              candidates_table(rows, chosen), sep="\n", flush=True)
+            write(args.json, results)  # each size as it is done: a stopped run keeps them
+        if args.candidates:
+            rows = embed_runs.candidate_rates(args.model, sentences[:min(sizes[0], 2000)])
+            chosen = [r for s in results["sizes"].values() for r in s["runs"] if r.get("job")]
+            results["candidates"] = rows
+            print("", "Every candidate at steady state, in this process:",
+                  candidates_table(rows, chosen), sep="\n", flush=True)
     results["peers"] = {p.kind: {"label": p.label, "python": p.python, "export_seconds":
                                  p.export_seconds, "stsb": p.stsb} for p in peers}
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+    write(args.json, results)
+
+
+def write(path: str | None, results: dict) -> None:
+    if path:
+        Path(path).write_text(json.dumps(results, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -202,8 +202,11 @@ def make_peers(args, exports: Path, bf16: bool) -> tuple[list[Peer], list[str]]:
         wanted.append(("torch-bf16", sys.executable,
                        f"sentence-transformers torch bf16 {batch}, a script", "-"))
     peers, notes = [], []
+    chosen = set(args.peers.split(",")) if args.peers else None
     for kind, python, label, option in wanted:
-        if python:
+        if chosen is not None and kind not in chosen:
+            notes.append(f"note: {label} left out (--peers)")
+        elif python:
             peers.append(Peer(kind, python, label, exports / kind, option))
         else:
             flag = "--onnx-python" if kind.startswith("onnx") else "--ov-python"

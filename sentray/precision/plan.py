@@ -153,11 +153,14 @@ def measured(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | 
     """`auto` on a CPU, or fp32's runtime (`exact`): decided by the probe where the encoders
     run (a Ray task on a node of the cluster, with an actor's CPUs, when they run there), on
     their threads. A job too small to pay for the measurement (`SMALL_JOB` rows) is not
-    measured: torch fp32; a job of unknown size in fp32 takes a decision cached on this kind
-    of machine, else torch."""
-    if rows is not None and rows < SMALL_JOB:
+    measured: it takes the decision a larger job cached on this kind of machine, else torch
+    fp32; so does a job of unknown size in fp32."""
+    if rows is not None and rows < SMALL_JOB and where.on_cluster():
         return plan.running("fp32", why=f"{'fp32' if exact else 'auto'}: a job of {rows} rows "
                             f"(under {SMALL_JOB}) costs less than measuring: torch fp32")
+    if rows is not None and rows < SMALL_JOB:
+        return probe.decide(plan, calibration, rows=rows, threads=where.threads, exact=exact,
+                            module=module, tokenizer=tokenizer, measure=False)
     if not where.on_cluster():
         return probe.decide(plan, calibration, rows=rows, threads=where.threads, exact=exact,
                             module=module, tokenizer=tokenizer)

@@ -59,6 +59,7 @@ EXACT_TOLERANCE = 1e-5  # largest difference of a component from torch fp32's
 GATES = {"bf16": 0.999, "int8": 0.97}  # lowest per-row cosine to torch fp32
 MARGIN = 1.05  # a candidate other than torch fp32 must beat it by this much (timing noise)
 PROBE_SECONDS = 1.5  # timed, at most, per candidate (after its untimed pass)
+SCOUT_ROWS = 4  # sentences a candidate is first timed on, to drop one far under the floor
 PROBE_ROWS = (300, 556)  # rows of the bundled sample the probe encodes
 PAYBACK = 4.0  # a conversion for a job of >= PAYBACK x its estimated cost
 EXPORT_FACTOR = 2.0  # the ONNX export ~ 2 x the probe sentences' fp32 time
@@ -111,17 +112,18 @@ def time_batches(forward: Callable, batches: list, dimension: int, floor: float 
                  *, clock: Callable[[], float] = time.perf_counter) -> tuple[float, np.ndarray]:
     """(sentences/s, vectors of the rows encoded, in batch order) of `forward` at steady state:
     every batch once untimed, then timed until PROBE_SECONDS have passed, or after two batches
-    when the rate so far is under `floor`. With a `floor`, the first batch is timed on its
-    second call before the others are warmed: a candidate far slower than the floor (bf16
-    emulated on a CPU without bf16 instructions: ~1/10 of fp32) costs three batches, not the
-    untimed pass over all of them."""
+    when the rate so far is under `floor`. With a `floor`, the first `SCOUT_ROWS` sentences of
+    the first batch are timed on their second call before anything else: a candidate far under
+    the floor (torch bf16 emulated on a CPU without bf16 instructions ran at 1/15 of fp32 on
+    an AVX2 EPYC, 8 s a batch of 32) costs two small calls, not the untimed pass over every
+    batch."""
     if floor and batches:
-        first = batches[0]
-        forward(first.input_ids, first.attention_mask)
+        ids, mask = batches[0].input_ids[:SCOUT_ROWS], batches[0].attention_mask[:SCOUT_ROWS]
+        forward(ids, mask)
         started = clock()
-        out = np.asarray(forward(first.input_ids, first.attention_mask).float())
+        out = np.asarray(forward(ids, mask).float())
         rate = len(out) / max(clock() - started, 1e-9)
-        if rate < floor / 2:
+        if rate < floor / 2:  # a quarter of torch fp32 even at a small batch's efficiency
             return rate, out.reshape(-1, dimension)
     for batch in batches:
         forward(batch.input_ids, batch.attention_mask)  # first calls, each shape's kernels
@@ -209,11 +211,13 @@ def log_decision(decision: Decision) -> None:
 
 def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int | None,
            threads: int | None = None, exact: bool = False, module=None,
-           tokenizer=None) -> EncoderPlan:
+           tokenizer=None, measure: bool = True) -> EncoderPlan:
     """`plan` (torch fp32, on a CPU) on the runtime and precision measured fastest for a job of
     `rows` rows (None: unknown) on `threads` torch threads (default: this process's), with
     the artefact it runs; `exact`: the fp32 candidates only. The decision is cached per kind of
-    machine. `module`/`tokenizer`: a model handed in (tests), probed as it is."""
+    machine. `module`/`tokenizer`: a model handed in (tests), probed as it is. `measure=False`
+    (a job too small to pay for measuring): a decision cached on this kind of machine, else
+    torch fp32."""
     threads = threads or default_threads()
     grid = tuple(c for c in GRID if available(c[0]) and (not exact or c[1] == "fp32"))
     kinds = sorted({ARTEFACT_KINDS[c] for c in grid} - {None})
@@ -225,6 +229,10 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
     if decision is None and exact and rows is None:
         return plan.running("fp32", why="fp32 on torch: a job of unknown size, and no runtime "
                             "measured faster on this kind of machine yet")
+    if decision is None and not measure:
+        return plan.running("fp32", why=f"{'fp32' if exact else 'auto'}: a job of {rows} rows "
+                            "costs less than measuring, and nothing was measured on this kind "
+                            "of machine yet: torch fp32")
     if decision is None:
         import torch
 

@@ -99,12 +99,15 @@ def test_timing_is_at_steady_state_and_stops_after_its_budget_or_when_clearly_sl
     assert len(calls) > 8 and len(vectors) < 256 and rate > 0
     calls.clear()
     # under the floor after two timed batches: stopped there
-    rate, vectors = time_batches(forward, batches, 4, floor=3200, clock=FakeClock(0.01))
-    assert len(calls) == 2 + 8 + 2 and len(vectors) == 64
+    # over the floor on a few sentences (4 in 0.01 s), under it after two timed batches (64 in
+    # 1 s): every batch warmed, two timed
+    clock = iter([0.0, 0.01, 1.0, 1.5, 2.0, 2.0]).__next__
+    rate, vectors = time_batches(forward, batches, 4, floor=700, clock=clock)
+    assert calls == [4, 4] + [32] * 8 + [32, 32] and len(vectors) == 64 and rate == 64
     calls.clear()
-    # far under the floor on the first batch's second call: stopped before warming the rest
+    # far under the floor on a few sentences' second call: stopped before warming anything else
     rate, vectors = time_batches(forward, batches, 4, floor=1e6, clock=FakeClock(0.01))
-    assert len(calls) == 2 and len(vectors) == 32 and rate < 1e6 / 2
+    assert calls == [4, 4] and len(vectors) == 4 and rate < 1e6 / 2
 
 
 def tiny_config(**fields) -> EncoderConfig:
@@ -130,6 +133,10 @@ RATES = {("torch", "fp32"): 100.0, ("onnxruntime", "fp32"): 120.0, ("openvino", 
 def test_fp32_runs_on_the_fastest_exact_runtime_measured(tokenizer, monkeypatch, caplog):
     model = make_tiny_bert(tokenizer.vocab_size, seed=3)
     fake_timings(monkeypatch, RATES)
+    # a small job on a machine nothing was measured on: not measured, torch fp32
+    fresh = plan_encoder(tiny_config(), rows=SMALL_JOB - 1, module=model, tokenizer=tokenizer)
+    assert (fresh.runtime, fresh.precision) == ("torch", "fp32") and not fresh.measured
+    assert "costs less than measuring" in fresh.why
     with caplog.at_level(logging.INFO, logger="sentray.precision.probe"):
         plan = plan_encoder(tiny_config(), rows=100_000, module=model, tokenizer=tokenizer)
     assert (plan.runtime, plan.precision, plan.artefact.kind) == ("openvino", "fp32", "onnx")
@@ -137,10 +144,10 @@ def test_fp32_runs_on_the_fastest_exact_runtime_measured(tokenizer, monkeypatch,
         ("torch", "fp32"), ("onnxruntime", "fp32"), ("openvino", "fp32")}  # the exact ones
     assert all(m["passed"] and m["max_difference"] <= 1e-5 for m in plan.measured)
     assert "torch fp32 100/s" in caplog.text
-    # a small job is not measured; one of unknown size takes the decision cached here
-    small = plan_encoder(tiny_config(), rows=SMALL_JOB - 1, module=model, tokenizer=tokenizer)
-    assert (small.runtime, small.precision) == ("torch", "fp32")
+    # a small job and one of unknown size take the decision cached here, unmeasured
     monkeypatch.setattr(probe_module, "measure_grid", lambda *a, **k: pytest.fail("measured again"))
+    small = plan_encoder(tiny_config(), rows=SMALL_JOB - 1, module=model, tokenizer=tokenizer)
+    assert small.runtime == "openvino" and "decided earlier" in small.why
     unknown = plan_encoder(tiny_config(), module=model, tokenizer=tokenizer)
     assert unknown.runtime == "openvino" and "decided earlier" in unknown.why
     asked = plan_encoder(tiny_config(runtime="torch"), rows=100_000, module=model,

@@ -1,0 +1,52 @@
+"""fp32 on every exact runtime: ONNX Runtime and OpenVINO (at its f32 hint) run the exported
+graph of every pooling, and their vectors stay within the tolerance fp32 is held to (1e-5 a
+component of torch fp32's), over the bundled sample. This is what lets fp32's `--runtime auto`
+run on whichever of them is measured fastest and still mean sentence-transformers' vectors."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import numpy as np
+import pytest
+from conftest import encoder_of, make_tiny_bert
+
+from sentray.encode.config import EncoderConfig
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("openvino")
+
+SAMPLE = [line for line in (resources.files("sentray") / "data" / "sample.txt").read_text(
+    encoding="utf-8").splitlines() if line.strip()]
+POOLINGS = [("mean", None), ("cls_before_pooler", None), ("first_last_avg", None),
+            ("static_avg", None), ("ditto", "1-2"), ("ditto_last", "0-3"),
+            ("ditto_static", "1-0"), ("ditto_layer1_last", "1-1")]
+# fp32 kernels differ in summation order (MKL-DNN's, ONNX Runtime's MLAS, OpenVINO's oneDNN
+# and AVX2 vs AVX-512 widths): the graph is the same, so differences are rounding, ~1e-7 on
+# unit-scale components; 1e-5 is the fp32 tolerance the tests hold every fast path to.
+TOLERANCE = 1e-5
+
+
+@pytest.mark.parametrize(("pooling", "head"), POOLINGS)
+def test_every_pooling_on_the_exact_runtimes_within_1e5_of_torch(tokenizer, pooling, head):
+    rows = SAMPLE[:120]  # the tiny model is fast: 120 sentences of every length class
+    vectors = {}
+    for runtime in ("torch", "onnxruntime", "openvino"):
+        encoder = encoder_of(EncoderConfig(pooling=pooling, head=head, device="cpu",
+                                           runtime=runtime, max_length=64),
+                             model=make_tiny_bert(tokenizer.vocab_size), tokenizer=tokenizer)
+        assert (encoder.plan.runtime, encoder.plan.precision) == (runtime, "fp32")
+        vectors[runtime] = encoder.encode(rows, batch_size=16)
+    for runtime in ("onnxruntime", "openvino"):
+        difference = np.abs(vectors[runtime] - vectors["torch"]).max()
+        assert difference <= TOLERANCE, (runtime, difference)
+
+
+def test_the_packaged_model_on_the_exact_runtimes_over_the_whole_sample():
+    """all-MiniLM-L6-v2 (mean pooling, normalized: the job's default) over every row of the
+    bundled sample."""
+    vectors = {runtime: encoder_of(EncoderConfig(device="cpu", runtime=runtime)).encode(SAMPLE)
+               for runtime in ("torch", "onnxruntime", "openvino")}
+    for runtime in ("onnxruntime", "openvino"):
+        difference = np.abs(vectors[runtime] - vectors["torch"]).max()
+        assert difference <= TOLERANCE, (runtime, difference)
