@@ -42,32 +42,9 @@ from pathlib import Path
 # (`python bench/bench_embed.py` is the way in).
 import embed_peers
 import embed_runs
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = ROOT.parent / "shared/data/corpus/brown.txt"
-
-def padding(batches: list[list[int]]) -> float:
-    """Share of padded tokens in batches of token-id lists (each batch padded to its longest)."""
-    padded = sum(len(batch) * max(batch) for batch in batches)
-    return 1 - sum(sum(batch) for batch in batches) / padded
-
-
-def peer_padding(lengths: np.ndarray, texts: list[str], batch_size: int) -> float:
-    """sentence-transformers sorts the whole input by character length (longest first)."""
-    order = np.argsort([-len(t) for t in texts], kind="stable")
-    return padding([list(lengths[order[i:i + batch_size]])
-                    for i in range(0, len(order), batch_size)])
-
-
-def encoder_padding(encoder, token_ids: list[list[int]], block_rows: int) -> float:
-    """The encoder's batches, sorted within blocks of `block_rows` (the job's actor calls)."""
-    batches = []
-    for start in range(0, len(token_ids), block_rows):
-        for batch in encoder.length_sorted_batches(token_ids[start:start + block_rows]):
-            batches.append(batch.attention_mask.sum(1).tolist())
-    return padding(batches)
-
 
 def native_bf16() -> bool:
     from sentray.kit.cpu import cpu_bf16_native
@@ -127,11 +104,14 @@ def job_runs(size: int, corpus: Path, work: Path, args, stsb) -> list[dict]:
                      "measured": plan["measured"], "timings": job["timings"],
                      "stsb": stsb(plan["precision"], plan["runtime"])})
         if name != "auto-ray":
-            seconds = embed_runs.encoder_seconds(args.model, plan["runtime"],
-                                                 plan["precision"], sentences)
+            same = next((r for r in runs if r.get("alone") and (r["runtime"], r["precision"])
+                         == (plan["runtime"], plan["precision"])), None)
+            seconds = same["seconds"] if same else embed_runs.encoder_seconds(
+                args.model, plan["runtime"], plan["precision"], sentences)  # once a plan
             runs.append({"run": f"sentray encoder in-process, {plan['runtime']} "
                                 f"{plan['precision']} (the {name} job's plan)", "peer": False,
                          "alone": name, "seconds": seconds, "precision": plan["precision"],
+                         "runtime": plan["runtime"], "reused": same is not None,
                          "stsb": stsb(plan["precision"], plan["runtime"])})
     return runs
 

@@ -104,6 +104,7 @@ def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where
     if runtime == "auto":
         runtime = DEFAULT_RUNTIME[precision]
     check_precision(precision, device)
+    check_runtime(runtime, plan.pooling)
     kind = ARTEFACT_KINDS.get((runtime, precision))
     artefact = kept.artefact if kept is not None and kind == "onnx-int8" else None
     identity = artefacts.model_identity(plan, module)
@@ -128,6 +129,13 @@ def decide_device(device: str, where: Where) -> str:
 
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
+
+
+def check_runtime(runtime: str, pooling: str) -> None:
+    if not probe.runtime_computes(runtime, pooling):
+        raise ValueError(f"--runtime openvino does not compute the {pooling} pooling right "
+                         "(OpenVINO 2026.4 on the exported Ditto graph); use --runtime torch "
+                         "or onnxruntime, or --runtime auto")
 
 
 def check_precision(precision: str, device: str, flags: frozenset[str] | None = None) -> None:

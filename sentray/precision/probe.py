@@ -103,6 +103,13 @@ def cosines(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return (vectors * reference).sum(1) / np.maximum(norms, 1e-12)
 
 
+def runtime_computes(runtime: str, pooling: str) -> bool:
+    """Whether `runtime` computes `pooling` right. OpenVINO 2026.4 runs the exported Ditto
+    graphs wrong (the attention diagonal: components off by ~1, tests/precision/
+    test_runtimes.py), so the Ditto poolings run on torch or ONNX Runtime only."""
+    return not (runtime == "openvino" and pooling.startswith("ditto"))
+
+
 def available(runtime: str) -> bool:
     """Whether this machine has the runtime's package (without importing it)."""
     return runtime == "torch" or importlib.util.find_spec(runtime) is not None
@@ -219,7 +226,8 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
     (a job too small to pay for measuring): a decision cached on this kind of machine, else
     torch fp32."""
     threads = threads or default_threads()
-    grid = tuple(c for c in GRID if available(c[0]) and (not exact or c[1] == "fp32"))
+    grid = tuple(c for c in GRID if available(c[0]) and (not exact or c[1] == "fp32")
+                 and runtime_computes(c[0], plan.pooling))
     kinds = sorted({ARTEFACT_KINDS[c] for c in grid} - {None})
     ready = {kind: artefacts.cached(kind, plan, calibration, module) for kind in kinds}
     key = decision_key(plan, threads, grid, ready)
