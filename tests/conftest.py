@@ -264,3 +264,11 @@ def moto_s3(monkeypatch):
     urllib.request.urlopen(urllib.request.Request(reset, method="POST"), timeout=10).close()
     yield f"http://127.0.0.1:{port}"
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def nlp():
+    """The SIFTER tests' spaCy pipeline (en_core_web_sm), loaded once."""
+    from sentray.sifter.parsers import load_spacy
+
+    return load_spacy()

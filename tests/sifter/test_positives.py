@@ -31,13 +31,6 @@ from sentray.sifter.positives import (
 spacy = pytest.importorskip("spacy", reason="the openie extra is not installed")
 
 
-@pytest.fixture(scope="module")
-def nlp():
-    from sentray.sifter.parsers import load_spacy
-
-    return load_spacy()
-
-
 # Z by hand, on the Penn Treebank tags (spaCy's tag_) of each word: articles (DT a/an/the),
 # coordinating conjunctions (CC) and personal/possessive pronouns (PRP, PRP$) go; negations and
 # quantifiers stay whatever their tag; subordinators (IN) and wh-pronouns (WP, WP$) stay.

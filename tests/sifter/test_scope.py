@@ -20,13 +20,6 @@ from sentray.sifter.triple_words import drops_scope, triple_positions
 spacy = pytest.importorskip("spacy", reason="the openie extra is not installed")
 
 
-@pytest.fixture(scope="module")
-def nlp():
-    from sentray.sifter.parsers import load_spacy
-
-    return load_spacy()
-
-
 def parse_of(nlp, sentence: str) -> DependencyParse:
     return DependencyParse.from_spacy(nlp(sentence))
 

@@ -20,13 +20,6 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def nlp():
-    from sentray.sifter.parsers import load_spacy
-
-    return load_spacy()
-
-
 def chosen(nlp, sentence: str, triples: list[tuple[str, str, str]], seed: int = 0) -> str:
     return augment(sentence, nlp(sentence), [Triple(*t) for t in triples],
                    rng=row_rng(seed, "t:1")).backbone
