@@ -109,7 +109,8 @@ def job_runs(size: int, corpus: Path, work: Path, args, stsb) -> list[dict]:
             seconds = same["seconds"] if same else embed_runs.encoder_seconds(
                 args.model, plan["runtime"], plan["precision"], sentences)  # once a plan
             runs.append({"run": f"sentray encoder in-process, {plan['runtime']} "
-                                f"{plan['precision']} (the {name} job's plan)", "peer": False,
+                                f"{plan['precision']} (the {name} job's plan"
+                                f"{', timed once for both jobs' if same else ''})", "peer": False,
                          "alone": name, "seconds": seconds, "precision": plan["precision"],
                          "runtime": plan["runtime"], "reused": same is not None,
                          "stsb": stsb(plan["precision"], plan["runtime"])})
