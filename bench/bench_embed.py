@@ -294,7 +294,8 @@ def main() -> None:
     threads = torch.get_num_threads()
     gemm = embed_runs.gemm_rates(threads)
     from sentray.encode.encoder import special_tokens  # noqa: F401 (torch-heavy import, once)
-    from sentray.encode.model_loading import load_tokenizer, resolve_model
+    from sentray.encode.model_loading import load_tokenizer
+    from sentray.encode.model_lookup import resolve_model
 
     tokenizer = load_tokenizer(resolve_model(args.model))
     results = {"cpu": cpu_line(), "cpu_flags": sorted(embed_peers.cpu_flags()),

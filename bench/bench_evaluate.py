@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from sentray.encode.model_loading import resolve_model
+from sentray.encode.model_lookup import resolve_model
 from sentray.evaluation.senteval import DATA_DIR_ENV, TASKS, load_task
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,7 +24,8 @@ VOCAB = 30522  # bert-base-uncased / all-MiniLM-L6-v2 WordPiece
 
 
 def sentiment_ids(model: str, threshold: float) -> set[int]:
-    from sentray.encode.model_loading import load_tokenizer, resolve_model
+    from sentray.encode.model_loading import load_tokenizer
+    from sentray.encode.model_lookup import resolve_model
     from sentray.lstm import lexicon
 
     tokenizer = load_tokenizer(resolve_model(model))

@@ -54,7 +54,7 @@ def speeds(sentences: list[str], repeats: int) -> dict:
     """sentences/s of each configuration on the same sentences."""
     from sentence_transformers import SentenceTransformer
 
-    from sentray.encode.model_loading import resolve_model
+    from sentray.encode.model_lookup import resolve_model
 
     path = resolve_model("all-MiniLM-L6-v2").path
     runs = {

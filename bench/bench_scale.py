@@ -69,8 +69,8 @@ def encoder_alone(config, rows: int) -> float:
     import torch
 
     from sentray.bulk_embedding.actor import EmbedBatch, EmbedSpec
-    from sentray.bulk_embedding.code_book import code_book, sample_records
-    from sentray.bulk_embedding.job import stored_vector
+    from sentray.bulk_embedding.job import code_book, stored_vector
+    from sentray.corpus.reading import first_records
     from sentray.corpus.sources import discover_sources
     from sentray.precision.plan import plan_encoder
 
@@ -80,7 +80,7 @@ def encoder_alone(config, rows: int) -> float:
     vector = stored_vector(config.vector, plan)
     ranges = code_book(plan, vector, config.corpus, sources, None)
     actor = EmbedBatch(EmbedSpec(plan, vector, ranges))
-    records = sample_records(sources, config.corpus, rows)
+    records = first_records(sources, config.corpus, rows)
     block = config.pool.rows_per_batch
     started = time.perf_counter()
     for start in range(0, records.num_rows, block):

@@ -34,7 +34,8 @@ from sentray.contrastive.model import build_model, encode_views
 from sentray.contrastive.objectives import objective_views
 from sentray.contrastive.optimizer import adamw, clipped_step
 from sentray.contrastive.view_tokens import tokenize_batch
-from sentray.encode.model_loading import DEFAULT_MODEL, load_tokenizer
+from sentray.encode.model_loading import load_tokenizer
+from sentray.encode.model_lookup import DEFAULT_MODEL
 from sentray.kit import storage
 
 

@@ -32,7 +32,7 @@ import torch
 
 from sentray.cli import setup_logging
 from sentray.contrastive.epoch_order import EpochOrder
-from sentray.encode.model_loading import DEFAULT_MODEL, resolve_model
+from sentray.encode.model_lookup import DEFAULT_MODEL, resolve_model
 
 ROOT = Path(__file__).resolve().parents[1]
 BROWN = ROOT.parent / "shared" / "data" / "corpus" / "brown.txt"

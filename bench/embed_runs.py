@@ -95,7 +95,8 @@ def flops_per_token(model: str, mean_tokens: float) -> float:
     """The encoder's FLOPs a token (2 per multiply-add): per layer the four attention
     projections (4 h^2), the feed-forward (2 h i) and the attention itself (2 T h: Q K^T and
     A V over T tokens), from its config."""
-    from sentray.encode.model_loading import load_config, resolve_model
+    from sentray.encode.model_loading import load_config
+    from sentray.encode.model_lookup import resolve_model
 
     config = load_config(resolve_model(model))
     h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers

@@ -107,7 +107,8 @@ def brown_corpus() -> Path:
 @pytest.fixture(scope="session")
 def tokenizer():
     """The packaged model's tokenizer (local, no network)."""
-    from sentray.encode.model_loading import load_tokenizer, resolve_model
+    from sentray.encode.model_loading import load_tokenizer
+    from sentray.encode.model_lookup import resolve_model
 
     return load_tokenizer(resolve_model("all-MiniLM-L6-v2"))
 

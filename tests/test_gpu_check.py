@@ -152,8 +152,9 @@ def assert_quotient(reported: float, numerator: float, denominator: tuple[float,
 @pytest.mark.long
 @pytest.mark.slow
 def test_dry_run_embed_figures_match_an_independent_count(dry_run, tokenizer):
-    from sentray.encode.model_info import default_max_length
-    from sentray.encode.model_loading import load_config, resolve_model
+    from sentray.encode.model_files import default_max_length
+    from sentray.encode.model_loading import load_config
+    from sentray.encode.model_lookup import resolve_model
 
     model = resolve_model(MODEL)
     report = dry_run[0]
@@ -188,7 +189,8 @@ def test_dry_run_embed_figures_match_an_independent_count(dry_run, tokenizer):
 @pytest.mark.long
 @pytest.mark.slow
 def test_dry_run_memory_figures_match_an_independent_count(dry_run):
-    from sentray.encode.model_loading import load_config, resolve_model
+    from sentray.encode.model_loading import load_config
+    from sentray.encode.model_lookup import resolve_model
 
     runs = dry_run[0]["steps"]["ditto_memory"]["runs"]
     # one synthetic (batch, tokens) batch with an all-ones mask: no padding to leave out

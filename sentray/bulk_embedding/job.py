@@ -30,12 +30,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sentray.bulk_embedding import code_book, vectors
+from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.actor import STATUSES, EmbedBatch, EmbedSpec
 from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
-from sentray.bulk_embedding.output import EmbeddingOutput, ranges_digest
+from sentray.bulk_embedding.output import EmbeddingOutput
 from sentray.corpus import corpus_job, execution, part_files
 from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
+from sentray.corpus.reading import first_records
 from sentray.corpus.source_runs import source_runs
 from sentray.corpus.sources import (
     CorpusConfig,
@@ -46,7 +47,7 @@ from sentray.corpus.sources import (
 )
 from sentray.encode.plan import EncoderPlan
 from sentray.kit import storage
-from sentray.precision.plan import Where, plan_encoder
+from sentray.precision.plan import HERE, Where, plan_encoder
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,59 @@ def repeating(config: EmbedConfig, plan: EncoderPlan, vector: VectorConfig) -> E
         config.encoder, pooling=plan.pooling, head=plan.head))
 
 
+# The code book of int8/uint8 output (each dimension's range, which its codes divide) is fixed
+# before any row is written: from a file the user gives, from the output's own code book (a
+# rerun keeps the one its rows were written with), or measured on the first `code_book_rows`
+# texts of the input (in file order), embedded by the same `EmbedBatch` the actors run, where
+# they run (`Where.run`: in the driver, or in a Ray task with an actor's CPUs and GPUs on the
+# cluster). The output records it beside the rows (`EmbeddingOutput.write_code_book`), so that
+# queries are quantized the same way.
+
+
+def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
+                      sources: list[Source]) -> vectors.Ranges:
+    """Ranges of the vectors (truncated and normalized as `vector` says) of the input's first
+    `vector.code_book_rows` records, read and embedded in this process (on its GPU if it has
+    one; a plan for a GPU in a process without one runs in fp32 on its CPU)."""
+    import torch
+
+    if plan.device.startswith("cuda") and not torch.cuda.is_available():
+        # a CPU driver of a GPU job: the same model in fp32
+        plan = dataclasses.replace(plan.running("fp32", why=plan.why), device="cpu")
+    sample = first_records(sources, corpus, vector.code_book_rows)
+    if not sample.num_rows:
+        raise ValueError("int8/uint8 output needs texts to measure its code book on, and the "
+                         "input has none; pass --quantization-ranges FILE")
+    actor = EmbedBatch(EmbedSpec(plan, dataclasses.replace(vector, output_dtype="float32")))
+    table = actor(sample)
+    embedded = table.filter(table.column("embedding").is_valid())
+    floats = np.stack(embedded.column("embedding").to_numpy(zero_copy_only=False))
+    logger.info("int8/uint8 code book measured on the %d texts embedded of the input's first "
+                "%d rows", len(floats), sample.num_rows)
+    return vectors.Ranges.of(floats, source=f"the first {sample.num_rows} rows of the input")
+
+
+def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
+              sources: list[Source], kept: vectors.Ranges | None,
+              may_measure: bool = True, where: Where = HERE) -> vectors.Ranges | None:
+    """The code book of this run: None unless int8/uint8; the user's file; `kept`, the one the
+    output's rows were written with; else, if `may_measure` (an output that holds no rows),
+    measured now on the input's first rows, where the encoders run (`where`: a Ray task on a
+    node of the cluster reads and encodes them there); else None (the rows were not quantized
+    with one: the settings check refuses the run, naming what differs)."""
+    if vector.output_dtype not in vectors.SCALAR:
+        return None
+    if not vector.quantization_ranges:  # a kept book that does not fit: the settings differ
+        return kept if kept is not None or not may_measure else where.run(
+            measure_code_book, plan, vector, corpus, sources)
+    ranges = vectors.Ranges.read(vector.quantization_ranges)
+    dimension = vector.output_dimension(plan.dimension)
+    if ranges.dimension != dimension:
+        raise ValueError(f"the quantization ranges have {ranges.dimension} dimensions, the "
+                         f"vectors {dimension}")
+    return ranges
+
+
 def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
                    sources: list[Source], ranges: vectors.Ranges | None) -> dict:
     """What the stored vectors depend on (the output's settings record): a rerun with any other
@@ -101,7 +155,7 @@ def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig
         "int8_model": plan.artefact.digest if plan.precision == "int8" else None,
         "dimension": vector.output_dimension(plan.dimension),
         "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
-        "output_dtype": vector.output_dtype, "quantization_ranges": ranges_digest(ranges),
+        "output_dtype": vector.output_dtype, "quantization_ranges": ranges.digest if ranges else None,
         "long_text": vector.long_text, "chunk_overlap": vector.chunk_overlap if chunk else None,
         "max_windows": vector.max_windows if chunk else None,
         "text_column": corpus.text_column, "id_column": corpus.id_column,
@@ -222,8 +276,8 @@ def run_embedding(config: EmbedConfig) -> dict:
     sources = discover_sources(config.corpus, exclude=[config.output])
     rows = sum(estimate_rows(s) for s in sources)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
-    plan = plan_encoder(config.encoder, rows=rows, where=where_actors_run(config.pool, rows),
-                        kept=kept)
+    where = where_actors_run(config.pool, rows)
+    plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept)
     vector = stored_vector(config.vector, plan)
     rows_per_file = config.rows_per_file
     if rows_per_file is None:
@@ -232,9 +286,9 @@ def run_embedding(config: EmbedConfig) -> dict:
     # int8/uint8: the code book the rows were written with, else one measured now (minutes of
     # encoding on a CPU), but never for an output that holds rows, which the settings check
     # then refuses (another dtype, or its code book lost)
-    ranges = code_book.code_book(plan, vector, config.corpus, sources,
+    ranges = code_book(plan, vector, config.corpus, sources,
                                  kept=output.code_book() if kept else None,
-                                 may_measure=kept is None)
+                                 may_measure=kept is None, where=where)
     settings = embed_settings(plan, vector, config.corpus, sources, ranges)
     return corpus_job.run_corpus_job(EmbedJob(
         config=repeating(config, plan, vector), plan=plan, output=output,

@@ -28,15 +28,6 @@ CODE_BOOK_FORMULA = (
     "quantize_embeddings with ranges=[minimum, maximum])")
 
 
-def ranges_digest(ranges: vectors.Ranges | None) -> str | None:
-    """What the settings record of a code book (its values, not where it came from)."""
-    if ranges is None:
-        return None
-    import numpy as np
-
-    return hashlib.sha256(ranges.as_array().astype(np.float32).tobytes()).hexdigest()[:16]
-
-
 class EmbeddingOutput:
     """The output of `jobs/embed.py` at `location`: a folder, or (to read) one of its files."""
 
@@ -127,7 +118,7 @@ class EmbeddingOutput:
                 raise ValueError(f"{self.uri} is the output of jobs/{record.get('job')}.py, not "
                                  "of jobs/embed.py: give an embedding output folder")
             described, ranges = record.get("settings", {}), self.code_book()
-        if described.get("quantization_ranges") != ranges_digest(ranges):
+        if described.get("quantization_ranges") != (ranges.digest if ranges else None):
             raise ValueError(f"{self.uri}: the code book found does not match the one its "
                              "vectors were written with (digest "
                              f"{described.get('quantization_ranges')})")

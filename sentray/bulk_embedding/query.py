@@ -75,7 +75,8 @@ def query_plan(settings: dict, location: storage.Location, device: str) -> Encod
     precision, runtime = settings.get("precision") or "fp32", settings.get("runtime")
     if precision == "fp16" and not device.startswith("cuda"):
         precision, runtime = "fp32", "torch"  # fp16 is a GPU's; on a CPU the same model
-    artefact = (stored_artefact(location, settings["int8_model"])
+    read_out = (settings["pooling"], settings["head"], settings["max_length"])
+    artefact = (stored_artefact(location, settings["int8_model"], read_out)
                 if settings.get("int8_model") else None)
     if precision == "fp32" and runtime and not probe.available(runtime):
         runtime = "torch"  # exact either way: the rows' runtime is not installed here
@@ -85,12 +86,13 @@ def query_plan(settings: dict, location: storage.Location, device: str) -> Encod
     return plan_encoder(config, kept=Kept(precision, runtime, artefact, exact=True))
 
 
-def stored_artefact(location: storage.Location, digest: str) -> Artefact:
+def stored_artefact(location: storage.Location, digest: str,
+                    read_out: tuple[str, str | None, int]) -> Artefact:
     """The artefact of digest `digest`: beside the output's rows, else (one copied file) in
-    this machine's cache."""
+    this machine's cache, made for the rows' `read_out` (pooling, head, max_length)."""
     found = EmbeddingOutput(location).artefact()
     if found is None or found.digest != digest:
-        found = artefacts.find_cached(digest)
+        found = artefacts.find_cached(digest, read_out)
     if found is None:
         raise FileNotFoundError(
             f"{location.uri}: its rows were encoded by int8 model {digest[:12]}, which is "

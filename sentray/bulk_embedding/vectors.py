@@ -10,10 +10,14 @@ sentence-transformers' `quantize_embeddings(..., ranges=...)` to the bit (tested
 query must go through to be compared with the stored codes. binary/ubinary keep one bit per
 dimension (x > 0), packed 8 to a byte, most significant bit first (`np.packbits`), minus 128 for
 binary: the same as sentence-transformers and the packed-bit vector stores.
+
+Which code book an int8/uint8 output is written with (a file, the output's own, or measured on
+the input's first rows) is the job's (`sentray.bulk_embedding.job.code_book`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +67,11 @@ class Ranges:
     @property
     def dimension(self) -> int:
         return len(self.minimum)
+
+    @property
+    def digest(self) -> str:
+        """What the settings record of a code book: its values, not where it came from."""
+        return hashlib.sha256(self.as_array().astype(np.float32).tobytes()).hexdigest()[:16]
 
     def as_array(self) -> np.ndarray:
         """sentence-transformers' `ranges` argument: (2, D), row 0 the minima, row 1 the maxima."""

@@ -37,7 +37,8 @@ from sentray.contrastive.objectives import objective_views
 from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.contrastive.view_tokens import tokenize_batch
 from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.model_loading import load_tokenizer, resolve_model
+from sentray.encode.model_loading import load_tokenizer
+from sentray.encode.model_lookup import resolve_model
 from sentray.encode.plan import EncoderPlan
 from sentray.evaluation import sts
 from sentray.evaluation.senteval import PairSet

@@ -10,7 +10,7 @@ from torch import nn
 from sentray.contrastive.config import MlpInit
 from sentray.contrastive.view_tokens import ViewGroup
 from sentray.encode.config import DittoImpl
-from sentray.encode.model_loading import ResolvedModel
+from sentray.encode.model_lookup import ResolvedModel
 from sentray.encode.plan import EncoderPlan
 from sentray.encode.pooled_model import PooledEncoder
 

@@ -8,6 +8,7 @@ dropped. A line that is not valid UTF-8 is not an error: it comes out with a nul
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -194,3 +195,22 @@ def corpus_datasource(pending: list[tuple[Source, Runs]], config: CorpusConfig):
             return "Corpus"
 
     return CorpusDatasource()
+
+
+def first_records(sources: list[Source], corpus: CorpusConfig, rows: int) -> pa.Table:
+    """The first `rows` records of the input, in file order (as the reader numbers them)."""
+    tables, held = [], 0
+    block = dataclasses.replace(corpus, rows_per_block=min(rows, 4096))
+    for source in sources:
+        if source.num_rows == 0:
+            continue
+        records = (read_text_source(source, block.rows_per_block) if source.format == "text"
+                   else read_parquet_source(source, list(range(len(source.row_groups))), 0,
+                                            block))
+        for table in records:
+            tables.append(table.select(["id", "text", "read_error", "source", "row",
+                                        "source_rows"]).slice(0, rows - held))
+            held += tables[-1].num_rows
+            if held >= rows:
+                return pa.concat_tables(tables)
+    return pa.concat_tables(tables) if tables else pa.table({})

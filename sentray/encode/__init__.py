@@ -1,7 +1,8 @@
-"""Models and their read-out, the one implementation every job encodes with: loading a model by
-Hugging Face id, local folder or packaged name (`model_loading`), what a model folder declares
-about itself (`model_info`: sentray.json, a sentence-transformers pooling, max_length), a model
-folder checked before anything loads it (`model_checks`), the poolings as pure tensor functions
+"""Models and their read-out, the one implementation every job encodes with: a model looked up
+once by Hugging Face id, local folder or packaged name, a local folder's files checked before
+anything loads them, and their digest (`model_lookup`); what a model's files
+declare (sentray.json, a sentence-transformers pooling, max_length: its facts) (`model_files`);
+the model loaded: its config, tokenizer and encoder (`model_loading`); the poolings as pure tensor functions
 (`pooling`) and by name with the Ditto heads (`pooling_catalog`), the pooled encoder, a Hugging
 Face encoder and a pooling as one module that the encoder, the trainer and the
 sentence-transformers module all run (`pooled_model`); `EncoderConfig`, what a user asks for

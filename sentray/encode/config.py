@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sentray.encode.model_loading import DEFAULT_MODEL
+from sentray.encode.model_lookup import DEFAULT_MODEL
 from sentray.encode.pooling_catalog import DITTO_POOLINGS, canonical_pooling, parse_head
 from sentray.kit.validation import check_at_least, check_choices
 

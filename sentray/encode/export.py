@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.model_info import ModelInfo
+from sentray.encode.model_files import ModelInfo
 
 # sentray poolings that sentence-transformers' own Pooling module computes the same way
 ST_POOLING = {"cls_before_pooler": "cls", "last_avg": "mean"}

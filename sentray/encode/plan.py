@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sentray.encode.config import ARTEFACT_KINDS, DEFAULT_RUNTIME, EncoderConfig
-from sentray.encode.model_checks import located_model
-from sentray.encode.model_info import model_facts
-from sentray.encode.model_loading import ResolvedModel
+from sentray.encode.model_files import checked_model, model_facts
+from sentray.encode.model_lookup import ResolvedModel, located_model
 from sentray.encode.pooling_catalog import DITTO_DEFAULT_HEADS, DITTO_POOLINGS, parse_head
 
 INSTALL_HINT = ("ONNX Runtime and OpenVINO (and int8's quantization) need onnxruntime, onnx, "
@@ -132,6 +131,7 @@ def model_plan(config: EncoderConfig, *, default_pooling: str = "last_avg",
     length asked for, else the model's own. `module`: a model handed in (tests, the trainer's
     evaluator), whose width is the vector's."""
     model = located_model(config.model)
+    model = checked_model(model)
     facts = model_facts(model)
     pooling, head = read_out(config, facts.pooling, facts.head, default_pooling)
     dimension = (int(module.config.hidden_size) if module is not None and

@@ -17,9 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sentray.encode import model_loading
+from sentray.encode import model_files, model_loading, model_lookup
 from sentray.encode.config import DittoImpl
-from sentray.encode.model_info import model_facts
 from sentray.encode.pooling import attention_diagonal, masked_mean, pool
 from sentray.encode.pooling_catalog import (
     DITTO_POOLINGS,
@@ -77,12 +76,12 @@ class PooledEncoder(nn.Module):
             model.set_attn_implementation("eager")
 
     @classmethod
-    def load(cls, source: model_loading.ResolvedModel, pooling: str, *, head: str | None = None,
+    def load(cls, source: model_lookup.ResolvedModel, pooling: str, *, head: str | None = None,
              ditto_impl: DittoImpl = "auto", device: str | torch.device = "cpu",
              dropout: float | None = None) -> PooledEncoder:
         """The model at `source` loaded with the attention its pooling needs, in eval mode on
         `device`."""
-        attention = attention_implementation(pooling, ditto_impl, model_facts(source).model_type)
+        attention = attention_implementation(pooling, ditto_impl, model_files.model_facts(source).model_type)
         model = model_loading.load_encoder(source, attn_implementation=attention, device=device,
                                            dropout=dropout)
         return cls(model, pooling, head=head, ditto_impl=ditto_impl)

@@ -25,7 +25,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 
 from sentray.encode.config import EncoderConfig
 from sentray.encode.encoder import SentenceEncoder
-from sentray.encode.model_info import SENTRAY_MODEL_INFO, ModelInfo
+from sentray.encode.model_files import SENTRAY_MODEL_INFO, ModelInfo
 from sentray.encode.plan import model_plan
 
 

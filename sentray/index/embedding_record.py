@@ -6,6 +6,7 @@ rows."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -61,6 +62,7 @@ class EmbeddingDescription:
         """Whether the table holds int8/uint8 codes dequantized (float32) by the code book."""
         return self.dtype in SCALAR_DTYPES
 
+    @functools.cached_property
     def ranges(self) -> vectors.Ranges | None:
         """The code book (int8/uint8 outputs), as the embedding job quantized with it."""
         return None if self.code_book is None else vectors.Ranges.from_json(self.code_book)
@@ -97,7 +99,7 @@ def query_encoder(description: EmbeddingDescription, *, device: str = "auto",
     built from the settings its rows were made with (an int8 model is looked for beside the
     output, then in this machine's int8 cache)."""
     location = storage.locate(description.embeddings, s3_endpoint)
-    return QueryEncoder.from_settings(description.settings, description.ranges(), location,
+    return QueryEncoder.from_settings(description.settings, description.ranges, location,
                                       device=device, float_output=float_output)
 
 

@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from sentray.index.plan import Runs
+from sentray.index.plan import PartWork, Runs
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "_sentray_index.json"
+
+
+def add_run(done: Runs, first: int, end: int) -> Runs:
+    """`done` with [first, end) added, merged into sorted disjoint runs."""
+    merged: Runs = []
+    for a, b in sorted([*done, [first, end]]):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return merged
 
 
 @dataclass
@@ -35,6 +47,14 @@ class IndexState:
     def read(cls, table: storage.Location) -> IndexState | None:
         record = storage.read_json(table.join(STATE_FILE))
         return None if record is None else cls(**record)
+
+    def add(self, parts: Sequence[PartWork], rows: int, read: int) -> None:
+        """`parts` read whole: `rows` of their `read` rows added (the rest had no vector)."""
+        self.rows, self.null_rows = self.rows + rows, self.null_rows + read - rows
+        for part in parts:
+            for a, b in part.runs:
+                self.indexed[part.source_key] = add_run(self.indexed.get(part.source_key, []),
+                                                        a, b)
 
     def write(self, table: storage.Location, version: int) -> None:
         """The record of the table at `version`, written whole (a reader never sees half)."""

@@ -13,13 +13,9 @@ from sentray.bulk_embedding.output import EmbeddingOutput
 from sentray.corpus.sources import CorpusConfig, discover_sources
 from sentray.index import ann, table_writing
 from sentray.index.config import IndexConfig
-from sentray.index.embedding_record import (
-    EmbeddingDescription,
-    check_same_embedding,
-    describe_output,
-)
-from sentray.index.index_state import IndexState, roll_back
-from sentray.index.plan import PartWork, add_run, plan
+from sentray.index.embedding_record import EmbeddingDescription, describe_output
+from sentray.index.index_state import IndexState
+from sentray.index.plan import PartWork, plan
 from sentray.index.run_claim import IndexRunClaim
 from sentray.kit import storage
 
@@ -46,20 +42,22 @@ def _index(config: IndexConfig, output: storage.Location, description: Embedding
            parts: list, location: storage.Location, claim: IndexRunClaim,
            started: float) -> dict:
     """run_index, under this run's claim on the table."""
-    database, name = table_writing.connect(config.table_uri, config.s3_endpoint)
-    table, state = _open(database, name, location, description, config)
-    work = plan(parts, state.indexed if state else {})
     texts, corpus = _text_sources(config)
+    database, name = table_writing.connect(config.table_uri, config.s3_endpoint)
+    table, state = table_writing.open_for_run(database, name, location, description,
+                                              config.overwrite)
+    work = plan(parts, state.indexed if state else {})
     added = skipped = 0
     if work:
         if table is None:
-            schema = table_writing.table_schema(description, _id_type(output, work[0]),
+            schema = table_writing.table_schema(description, output.filesystem, work[0],
                                                 texts is not None)
             table = database.create_table(name, schema=schema)
             state = IndexState(version=table.version, digest=description.digest)
             state.write(location, table.version)
-        added, skipped = _append(table, work, output, location, state, texts, corpus, config,
-                                 claim)
+        added, skipped = _append(table, work, output, location, state, texts, corpus,
+                                 description.ranges if description.dequantized else None,
+                                 config, claim)
     if table is None:
         raise ValueError(f"{output.uri} holds no embedded rows to index")
     action = ann.index_action(config, description, state.rows, state.trained_rows,
@@ -83,31 +81,8 @@ def _index(config: IndexConfig, output: storage.Location, description: Embedding
             "index_action": action, "seconds": round(time.perf_counter() - started, 2)}
 
 
-def _open(database, name: str, location: storage.Location, description: EmbeddingDescription,
-          config: IndexConfig) -> tuple[object | None, IndexState | None]:
-    """(table, its record), rolled back to the record; (None, None) when there is no table (or
-    only a first run's, killed before its first commit was recorded, which is dropped)."""
-    table = table_writing.open_table(database, name)
-    if table is not None and config.overwrite:
-        logger.info("--overwrite: dropping %s", location.uri)
-        database.drop_table(name)
-        table = None
-    if table is None:
-        return None, None
-    stored = EmbeddingDescription.from_metadata(table.schema.metadata, location.uri)
-    check_same_embedding(stored, description, location.uri)
-    state = IndexState.read(location)
-    if state is None:
-        logger.info("%s has no record of a finished commit: a first run was stopped; "
-                    "starting it again", location.uri)
-        database.drop_table(name)
-        return None, None
-    roll_back(table, state, location)
-    return table, state
-
-
 def _append(table, work: list[PartWork], output: storage.Location, location: storage.Location,
-            state: IndexState, texts, corpus, config: IndexConfig,
+            state: IndexState, texts, corpus, code_book, config: IndexConfig,
             claim: IndexRunClaim) -> tuple[int, int]:
     """Add the rows of `work`, a commit (and a record) per group, each while the table is
     still this run's; (rows added, rows without a vector)."""
@@ -128,19 +103,16 @@ def _append(table, work: list[PartWork], output: storage.Location, location: sto
         if use_ray:
             options = table_writing.lance_storage_options(location.uri, config.s3_endpoint)
             table_writing.append_ray(location.uri if location.is_s3 else location.path, group,
-                                     output.filesystem, schema, texts, corpus, options,
-                                     table.version)
+                                     output.filesystem, schema, texts, corpus, code_book,
+                                     options, table.version)
             table.checkout_latest()
         else:
-            table_writing.append_local(table, group, output.filesystem, schema, texts, corpus)
+            table_writing.append_local(table, group, output.filesystem, schema, texts, corpus,
+                                       code_book)
         rows = table.count_rows() - before
         read = sum(part.rows for part in group)
         added, skipped = added + rows, skipped + read - rows
-        state.rows, state.null_rows = state.rows + rows, state.null_rows + read - rows
-        for part in group:
-            for a, b in part.runs:
-                state.indexed[part.source_key] = add_run(state.indexed.get(part.source_key, []),
-                                                         a, b)
+        state.add(group, rows, read)
         claim.verify()
         state.write(location, table.version)
         logger.info("%d/%d rows added (table version %d)", added + skipped, total,
@@ -154,10 +126,3 @@ def _text_sources(config: IndexConfig):
     corpus = CorpusConfig(input=config.text_from, text_column=config.text_column,
                           s3_endpoint=config.s3_endpoint)
     return {source.key: source for source in discover_sources(corpus)}, corpus
-
-
-def _id_type(output: storage.Location, part: PartWork):
-    import pyarrow.parquet as pq
-
-    with output.filesystem.open_input_file(part.path) as handle:
-        return pq.read_schema(handle).field("id").type

@@ -3,6 +3,6 @@ input gate (`cell`), the classifier both cells sit in (`classifier`), the sentim
 (`lexicon`), the config (`config`), SST-2 prepared once (`data`), the loop of a plain process
 or a Ray Train worker (`loop`) and the driver (`job`).
 
-May import: sentray.kit, sentray.encode.model_loading, sentray.evaluation.senteval,
-sentray.training.
+May import: sentray.kit, sentray.encode.model_lookup, sentray.encode.model_loading,
+sentray.evaluation.senteval, sentray.training.
 """

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sentray.encode.model_loading import DEFAULT_MODEL
+from sentray.encode.model_lookup import DEFAULT_MODEL
 from sentray.kit.validation import check_at_least, check_choices
 from sentray.lstm import lexicon
 from sentray.training.cluster import ClusterConfig

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sentray.encode import model_loading
+from sentray.encode import model_loading, model_lookup
 from sentray.evaluation import senteval
 from sentray.lstm import lexicon
 from sentray.lstm.config import LSTMConfig
@@ -67,7 +67,7 @@ class LSTMData:
     sentiment_words: int
 
 
-def input_embeddings(model: model_loading.ResolvedModel) -> torch.Tensor:
+def input_embeddings(model: model_lookup.ResolvedModel) -> torch.Tensor:
     """The encoder's input word-embedding matrix (V, E), as float32 on the CPU."""
     encoder = model_loading.load_encoder(model)
     return encoder.get_input_embeddings().weight.detach().float().cpu().clone()
@@ -78,7 +78,7 @@ def prepare_data(config: LSTMConfig) -> LSTMData:
     baseline reads no lexicon: its set is empty)."""
     splits = {split: senteval.load_sst2(config.data_dir, split) for split in senteval.SPLITS}
     limits = {"train": config.limit_train, "dev": config.limit_eval, "test": config.limit_eval}
-    model = model_loading.resolve_model(config.model)  # looked up once, here, on the driver
+    model = model_lookup.resolve_model(config.model)  # looked up once, here, on the driver
     tokenizer = model_loading.load_tokenizer(model)
     encoded = {split: encode_sentences(tokenizer, data.head(limits[split]), config.max_length)
                for split, data in splits.items()}

@@ -21,6 +21,11 @@ An artefact depends on the model's weights, the pooling, head, max length, calib
 and tool versions: `artefact_key`, the one place its key is made. It is cached under
 $SENTRAY_CACHE_DIR (default ~/.cache/sentray)/int8/<key>/, prepared in a job's driver and
 carried to its actors inside the plan: an actor never exports or calibrates.
+
+This machine's cache of what the precision decisions cost to make is here too: the prepared
+artefacts (`onnx/<key>/`, `int8/<key>/`) and the probe's decisions (`precision/<key>/`), under
+$SENTRAY_CACHE_DIR (default ~/.cache/sentray). A file is written whole or not at all (written
+aside, then renamed), so two jobs preparing the same thing at once leave one whole copy.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import hashlib
 import io
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -39,7 +45,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sentray.encode.plan import INSTALL_HINT, Artefact, EncoderPlan
-from sentray.precision import cache
 
 if TYPE_CHECKING:
     import torch
@@ -74,6 +79,47 @@ class Calibration:
                              f"{len(texts)}")
         digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
         return texts, {"source": source, "rows": len(texts), "digest": digest}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SENTRAY_CACHE_DIR") or Path.home() / ".cache" / "sentray")
+
+
+def cache_folder(kind: str, key: str) -> Path:
+    return cache_dir() / kind / key
+
+
+def write_files(kind: str, key: str, files: dict[str, bytes]) -> Path:
+    """`files` (name -> bytes) into the cache folder kind/key, each atomically, in order (so
+    that a record written last names whole files)."""
+    target = cache_folder(kind, key)
+    target.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        partial = target / f".{name}.{os.getpid()}.partial"
+        partial.write_bytes(data)
+        os.replace(partial, target / name)
+    return target
+
+
+def read_files(kind: str, key: str, *names: str) -> tuple[bytes, ...] | None:
+    """The files `names` of kind/key, or None when one of them is missing."""
+    try:
+        return tuple((cache_folder(kind, key) / name).read_bytes() for name in names)
+    except OSError:
+        return None
+
+
+def cached_keys(kind: str) -> list[str]:
+    """The keys cached of `kind`."""
+    base = cache_dir() / kind
+    return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+
+def runtime_computes(runtime: str, pooling: str) -> bool:
+    """Whether `runtime` computes `pooling` right. OpenVINO 2026.4 runs the exported Ditto
+    graphs wrong (the attention diagonal: components off by ~1, tests/precision/
+    test_runtimes.py), so the Ditto poolings run on torch or ONNX Runtime only."""
+    return not (runtime == "openvino" and pooling.startswith("ditto"))
 
 
 # The tools each kind of artefact is made with (their versions are part of its key)
@@ -138,7 +184,7 @@ def made_for(artefact: Artefact, plan: EncoderPlan, calibration: Calibration,
 
 
 def read_cached(kind: str, key: str) -> Artefact | None:
-    found = cache.read_files(CACHE_FOLDERS[kind], key, "record.json", "model.onnx")
+    found = read_files(CACHE_FOLDERS[kind], key, "record.json", "model.onnx")
     if found is None:
         return None
     record, data = json.loads(found[0]), found[1]
@@ -222,18 +268,20 @@ def prepare(kind: str, plan: EncoderPlan, calibration: Calibration, *, module=No
                         dimension=plan.dimension, calibration=described,
                         versions=tool_versions(kind),
                         prepare_seconds=round(time.perf_counter() - started, 1), data=data)
-    folder = cache.write_files(CACHE_FOLDERS[kind], key, {
+    folder = write_files(CACHE_FOLDERS[kind], key, {
         "model.onnx": data, "record.json": json.dumps(artefact.record(), indent=1).encode()})
     logger.info("%s model %s prepared in %.1f s, cached in %s", kind, artefact.digest[:12],
                 artefact.prepare_seconds, folder)
     return artefact
 
 
-def find_cached(digest: str) -> Artefact | None:
-    """The cached artefact whose file has `digest` (a query encoder's, for an output file
-    copied away from its folder), or None."""
-    for key in cache.keys(CACHE_FOLDERS["onnx-int8"]):
+def find_cached(digest: str, read_out: tuple[str, str | None, int]) -> Artefact | None:
+    """The cached artefact whose file has `digest`, made for `read_out` (pooling, head,
+    max_length: two lengths can make the same file, calibrated on texts shorter than both), or
+    None. A query encoder's, for an output file copied away from its folder."""
+    for key in cached_keys(CACHE_FOLDERS["onnx-int8"]):
         found = read_cached("onnx-int8", key)
-        if found is not None and found.digest == digest:
+        if (found is not None and found.digest == digest
+                and (found.pooling, found.head, found.max_length) == read_out):
             return found
     return None

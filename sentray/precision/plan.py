@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from sentray.encode.config import ARTEFACT_KINDS, DEFAULT_RUNTIME, EncoderConfig
 from sentray.encode.plan import Artefact, EncoderPlan, model_plan
 from sentray.kit.cpu import BF16_CPU_FLAGS, cpu_bf16_native, cpu_info
-from sentray.precision import artefacts, probe
+from sentray.precision import artefacts
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,23 @@ class Where:
         connected = "ray" in sys.modules and sys.modules["ray"].is_initialized()
         return self.cpus is not None and bool(self.address or os.environ.get("RAY_ADDRESS")
                                               or connected)
+
+    def run(self, fn, *args, **kwargs):
+        """`fn(*args, **kwargs)` where the encoders run: in this process, or, when they run on
+        a Ray cluster's nodes, in a Ray task with an actor's CPUs and GPUs on one of them (the
+        probe measures that node's CPU; the code book is encoded by that node's GPU), through
+        the job's own connection to the cluster, which its driver goes on to use."""
+        if not self.on_cluster():
+            return fn(*args, **kwargs)
+        import ray
+
+        from sentray.kit.ray_cluster import init_ray
+
+        init_ray(self.address)
+        task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(_run_in_task)
+        result, node = ray.get(task.remote(fn, args, kwargs))
+        logger.info("%s ran in a Ray task on node %s (pid %d)", fn.__name__, *node)
+        return result
 
 
 HERE = Where()
@@ -132,7 +149,7 @@ def decide_device(device: str, where: Where) -> str:
 
 
 def check_runtime(runtime: str, pooling: str) -> None:
-    if not probe.runtime_computes(runtime, pooling):
+    if not artefacts.runtime_computes(runtime, pooling):
         raise ValueError(f"--runtime openvino does not compute the {pooling} pooling right "
                          "(OpenVINO 2026.4 on the exported Ditto graph); use --runtime torch "
                          "or onnxruntime, or --runtime auto")
@@ -159,33 +176,23 @@ def check_precision(precision: str, device: str, flags: frozenset[str] | None = 
 def measured(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
              where: Where, exact: bool, module, tokenizer) -> EncoderPlan:
     """`auto` on a CPU, or fp32's runtime (`exact`): decided by the probe where the encoders
-    run (a Ray task on a node of the cluster, with an actor's CPUs, when they run there), on
-    their threads. A job too small to pay for the measurement (`SMALL_JOB` rows) is not
-    measured: it takes the decision a larger job cached on this kind of machine, else torch
-    fp32; so does a job of unknown size in fp32."""
-    if rows is not None and rows < SMALL_JOB and where.on_cluster():
+    run (`Where.run`: a Ray task on a node of the cluster, with an actor's CPUs, when they run
+    there), on their threads. A job too small to pay for the measurement (`SMALL_JOB` rows) is
+    not measured: it takes the decision a larger job cached on this kind of machine, else torch
+    fp32 (on a cluster, torch fp32: its nodes' decisions are not this machine's); so does a
+    job of unknown size in fp32."""
+    small = rows is not None and rows < SMALL_JOB
+    if small and where.on_cluster():
         return plan.running("fp32", why=f"{'fp32' if exact else 'auto'}: a job of {rows} rows "
                             f"(under {SMALL_JOB}) costs less than measuring: torch fp32")
-    if rows is not None and rows < SMALL_JOB:
-        return probe.decide(plan, calibration, rows=rows, threads=where.threads, exact=exact,
-                            module=module, tokenizer=tokenizer, measure=False)
-    if not where.on_cluster():
-        return probe.decide(plan, calibration, rows=rows, threads=where.threads, exact=exact,
-                            module=module, tokenizer=tokenizer)
-    import ray
+    from sentray.precision import probe
 
-    from sentray.kit.ray_cluster import init_ray
-
-    init_ray(where.address)  # the job's own connection, which its driver goes on to use
-    task = ray.remote(num_cpus=where.cpus)(_decide_in_task)
-    decided, node = ray.get(task.remote(plan, calibration, rows, where.threads, exact))
-    logger.info("precision auto measured in a Ray task on node %s (pid %d)", *node)
-    return decided
+    return where.run(probe.decide, plan, calibration, rows=rows, threads=where.threads,
+                     exact=exact, module=module, tokenizer=tokenizer, measure=not small)
 
 
-def _decide_in_task(plan, calibration, rows, threads, exact):
+def _run_in_task(fn, args, kwargs):
     import ray
 
     node = ray.get_runtime_context().get_node_id()[:12]
-    return (probe.decide(plan, calibration, rows=rows, threads=threads, exact=exact),
-            (node, os.getpid()))
+    return fn(*args, **kwargs), (node, os.getpid())

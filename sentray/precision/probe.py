@@ -49,7 +49,7 @@ import numpy as np
 from sentray.encode.config import ARTEFACT_KINDS
 from sentray.encode.plan import EncoderPlan
 from sentray.kit.cpu import cpu_info
-from sentray.precision import artefacts, cache
+from sentray.precision import artefacts
 
 logger = logging.getLogger(__name__)
 
@@ -101,13 +101,6 @@ def probe_texts() -> list[str]:
 def cosines(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(reference, axis=1)
     return (vectors * reference).sum(1) / np.maximum(norms, 1e-12)
-
-
-def runtime_computes(runtime: str, pooling: str) -> bool:
-    """Whether `runtime` computes `pooling` right. OpenVINO 2026.4 runs the exported Ditto
-    graphs wrong (the attention diagonal: components off by ~1, tests/precision/
-    test_runtimes.py), so the Ditto poolings run on torch or ONNX Runtime only."""
-    return not (runtime == "openvino" and pooling.startswith("ditto"))
 
 
 def available(runtime: str) -> bool:
@@ -195,7 +188,7 @@ def decision_key(plan: EncoderPlan, threads: int, grid: tuple, ready: dict) -> s
 
 
 def read_decision(key: str) -> Decision | None:
-    found = cache.read_files("precision", key, "decision.json")
+    found = artefacts.read_files("precision", key, "decision.json")
     try:
         return None if found is None else Decision(**{**json.loads(found[0]), "cached": True})
     except (ValueError, TypeError):
@@ -203,7 +196,7 @@ def read_decision(key: str) -> Decision | None:
 
 
 def write_decision(key: str, decision: Decision) -> None:
-    cache.write_files("precision", key, {
+    artefacts.write_files("precision", key, {
         "decision.json": json.dumps(dataclasses.asdict(decision), indent=1).encode()})
 
 
@@ -227,7 +220,7 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
     torch fp32."""
     threads = threads or default_threads()
     grid = tuple(c for c in GRID if available(c[0]) and (not exact or c[1] == "fp32")
-                 and runtime_computes(c[0], plan.pooling))
+                 and artefacts.runtime_computes(c[0], plan.pooling))
     kinds = sorted({ARTEFACT_KINDS[c] for c in grid} - {None})
     ready = {kind: artefacts.cached(kind, plan, calibration, module) for kind in kinds}
     key = decision_key(plan, threads, grid, ready)

@@ -190,7 +190,7 @@ def test_awkward_lines(ray_cluster, embed_job, reference_encoder, tmp_path):
     # Batches differ (ST pads the whole list by characters): float rounding, 1e-5.
     from sentence_transformers import SentenceTransformer
 
-    from sentray.encode.model_loading import resolve_model
+    from sentray.encode.model_lookup import resolve_model
 
     peer = SentenceTransformer(resolve_model("all-MiniLM-L6-v2").path, device="cpu")
     np.testing.assert_allclose(np.stack([embeddings[row] for row, _ in ordinary]),

@@ -12,6 +12,7 @@ import shutil
 import pytest
 from conftest import make_tiny_bert
 
+from sentray.bulk_embedding import job as embed_job
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
 from sentray.bulk_embedding.job import embed_settings, run_embedding, stored_vector
@@ -168,7 +169,6 @@ def test_a_format_that_overrides_the_suffix_is_a_setting(models, tmp_path):
 def test_an_int8_rerun_is_refused_before_its_code_book_is_measured(models, tmp_path, monkeypatch):
     """Measuring the code book embeds code_book_rows texts (minutes on a CPU): a rerun that
     will be refused is refused first."""
-    from sentray.bulk_embedding import code_book
 
     corpus = tmp_path / "in.txt"
     corpus.write_text("One sentence.\nTwo sentences.\nThree of them.\n")
@@ -182,7 +182,7 @@ def test_an_int8_rerun_is_refused_before_its_code_book_is_measured(models, tmp_p
     def must_not_run(*args, **kwargs):
         raise AssertionError("a code book measured for a run that is refused")
 
-    monkeypatch.setattr(code_book, "measure", must_not_run)
+    monkeypatch.setattr(embed_job, "measure_code_book", must_not_run)
     changed = variants(models)["long_text"](config)
     with pytest.raises(ValueError, match="long_text: 'chunk' \\(stored\\) != 'truncate'"):
         run_embedding(changed)

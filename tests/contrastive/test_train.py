@@ -26,8 +26,8 @@ from sentray.contrastive.model import ContrastiveModel, build_model
 from sentray.contrastive.objectives import SifterWeights
 from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.encode.config import EncoderConfig
-from sentray.encode.model_info import model_facts
-from sentray.encode.model_loading import resolve_model
+from sentray.encode.model_files import model_facts
+from sentray.encode.model_lookup import resolve_model
 from sentray.encode.plan import read_out
 from sentray.encode.pooled_model import PooledEncoder
 from sentray.kit import storage

@@ -202,7 +202,7 @@ def test_building_an_encoder_decides_nothing(tokenizer, tiny_bert, monkeypatch):
     deciding = {"decide", "measure_candidates", "plan_encoder", "model_plan", "prepare_int8",
                 "read_cached", "model_facts", "own_pooling", "default_max_length",
                 "own_normalize", "resolve_model", "config_value", "model_file",
-                "model_fingerprint", "located_model", "check_model"}
+                "model_fingerprint", "checked_model", "located_model", "check_folder"}
 
     def forbidden(*args, **kwargs):
         raise AssertionError("SentenceEncoder decided something while it was built")

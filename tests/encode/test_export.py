@@ -14,8 +14,8 @@ import pytest
 from conftest import encoder_of, load_job
 
 from sentray.encode.export import save_model_directory
-from sentray.encode.model_info import ModelInfo, own_normalize
-from sentray.encode.model_loading import resolve_model
+from sentray.encode.model_files import ModelInfo, own_normalize
+from sentray.encode.model_lookup import resolve_model
 
 SENTRAY_MODULE = "sentray.encode.st_module.SentrayEncoder"
 ST_MODULES = ["sentence_transformers.base.modules.transformer.Transformer",

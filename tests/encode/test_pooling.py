@@ -129,7 +129,8 @@ def test_static_poolings_read_the_word_embedding_table_as_dittos_official_code(t
     import numpy as np
 
     from sentray.encode.config import EncoderConfig
-    from sentray.encode.model_loading import load_encoder, resolve_model
+    from sentray.encode.model_loading import load_encoder
+    from sentray.encode.model_lookup import resolve_model
 
     texts = ["A man is playing a guitar.", "Stocks fell.", "The cat sat on the mat today."]
     static = encoder_of(EncoderConfig(pooling="static_avg", device="cpu"))

@@ -125,7 +125,7 @@ def test_evaluate_job_reproduces_sentence_transformers(data_dir, tmp_path):
     `python bench/bench_evaluate.py` compares them whole)."""
     from sentence_transformers import SentenceTransformer
 
-    from sentray.encode.model_loading import resolve_model
+    from sentray.encode.model_lookup import resolve_model
 
     results = load_job("evaluate").main(["--pooling", "mean", "--data-dir", str(data_dir),
                                          "--output", str(tmp_path), "--max-pairs", "100"])

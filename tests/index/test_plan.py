@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from sentray.index.ann import default_sub_vectors, index_action
 from sentray.index.config import IndexConfig
-from sentray.index.plan import add_run, missing_runs, plan
+from sentray.index.index_state import add_run
+from sentray.index.plan import missing_runs, plan
 
 
 def test_missing_runs_are_what_the_done_runs_leave():

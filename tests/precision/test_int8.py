@@ -8,7 +8,7 @@ import pytest
 from conftest import encoder_of, make_tiny_bert
 
 from sentray.encode.config import EncoderConfig
-from sentray.precision import artefacts, cache
+from sentray.precision import artefacts
 from sentray.precision.plan import check_precision, plan_encoder
 
 pytest.importorskip("onnxruntime")
@@ -68,11 +68,15 @@ def test_int8_graph_before_quantization_equals_torch(tokenizer):
 def test_int8_model_is_prepared_once_and_cached(tokenizer, monkeypatch):
     _, first = encoders(tokenizer, "mean", None)
     record = first.plan.artefact
-    assert (cache.folder("int8", record.key) / "model.onnx").is_file()
+    assert (artefacts.cache_folder("int8", record.key) / "model.onnx").is_file()
     monkeypatch.setattr(artefacts, "quantize", lambda *a, **k: pytest.fail("quantized again"))
     _, second = encoders(tokenizer, "mean", None)
     assert second.plan.artefact.digest == record.digest
-    assert artefacts.find_cached(record.digest).key == record.key
+    read_out = (record.pooling, record.head, record.max_length)
+    assert artefacts.find_cached(record.digest, read_out).key == record.key
+    # the same file made for another length is not this read-out's (a query at that length
+    # would be refused by its plan)
+    assert artefacts.find_cached(record.digest, (*read_out[:2], read_out[2] + 1)) is None
     # another calibration is another model
     monkeypatch.undo()
     _, other = encoders(tokenizer, "mean", None, int8_calibration_rows=32)

@@ -206,7 +206,22 @@ def test_a_job_on_a_cluster_measures_auto_in_a_ray_task_with_an_actors_cpus(
     config = tiny_config(model=str(tiny_model_dir), precision="auto")
     with caplog.at_level(logging.INFO, logger="sentray.precision.plan"):
         plan = plan_encoder(config, rows=SMALL_JOB, where=where)
-    assert "measured in a Ray task on node" in caplog.text
+    assert "decide ran in a Ray task on node" in caplog.text
     assert f"(pid {os.getpid()})" not in caplog.text
     assert plan.device == "cpu" and plan.measured[0]["precision"] == "fp32"
     assert (plan.runtime, plan.precision) in probe_module.GRID
+
+    # an int8 output's code book is encoded where the actors run too, by the same plan
+    from sentray.bulk_embedding import job as embed_job
+    from sentray.bulk_embedding.config import VectorConfig
+    from sentray.corpus.sources import CorpusConfig, discover_sources
+
+    corpus_file = tmp_path / "corpus.txt"
+    corpus_file.write_text("".join(f"a sentence of the corpus, number {i}\n" for i in range(40)))
+    corpus = CorpusConfig(input=str(corpus_file))
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="sentray.precision.plan"):
+        ranges = embed_job.code_book(plan, VectorConfig(output_dtype="int8", code_book_rows=30),
+                                     corpus, discover_sources(corpus), kept=None, where=where)
+    assert "measure_code_book ran in a Ray task on node" in caplog.text
+    assert ranges.dimension == plan.dimension

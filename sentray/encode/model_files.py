@@ -1,5 +1,10 @@
-"""What a model folder says about itself: its read-out, its length limit, its dimension, and
-`ModelFacts`, each of them read once (`model_facts`, kept on the `ResolvedModel`).
+"""What a model's files say, and nothing that loads a model: the files of a model looked up and
+checked whole (`sentray.encode.model_lookup`; `checked_model` adds the sentray.json head's
+check), what they say about the model (`ModelInfo`, sentray's own
+`sentray.json`; `ModelFacts`: its read-out, length, dimension, normalization, each read once and
+kept on the `ResolvedModel`). `checked_model` is what a job's driver does with a model it located:
+check its head, read its facts. No transformers or torch here, but for a Hub id (whose config and
+tokenizer transformers reads, `sentray.encode.model_loading`).
 
 `sentray.json` is sentray's own record, written next to every model sentray exports (training's
 OUTPUT/best and best-st, `jobs/evaluate.py --export-st`, the sentence-transformers module's
@@ -16,13 +21,56 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sentray.encode.model_loading import (
-    ResolvedModel,
-    config_value,
-    model_file,
-    tokenizer_max_length,
-)
+from sentray.encode.model_lookup import ResolvedModel
 from sentray.encode.pooling_catalog import canonical_pooling, parse_head
+
+
+def _local_json(model: ResolvedModel, filename: str) -> dict | None:
+    """A local model folder's JSON file as written (no transformers import, which costs a job's
+    driver 2 s of start-up); None for a Hub id or a missing file."""
+    path = Path(model.path) / filename
+    if not model.is_local or not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def config_value(model: ResolvedModel, field: str, kind: type = int):
+    """A setting of the model's config (`hidden_size`, `max_position_embeddings`, `model_type`
+    with `kind=str`): from a local config.json, else from its transformers config (a Hub id, or
+    a config that names it otherwise, e.g. DistilBERT's `dim`)."""
+    value = (_local_json(model, "config.json") or {}).get(field)
+    if isinstance(value, kind):
+        return value
+    from sentray.encode.model_loading import load_config
+
+    return getattr(load_config(model), field, None)
+
+
+def tokenizer_max_length(model: ResolvedModel) -> int | None:
+    """The tokenizer's `model_max_length`: from a local folder's tokenizer_config.json (None
+    when it has none, as transformers then has no limit), else from the tokenizer."""
+    local = _local_json(model, "tokenizer_config.json")
+    if local is not None:
+        value = local.get("model_max_length")
+        return int(value) if isinstance(value, (int, float)) else None
+    from sentray.encode.model_loading import load_tokenizer
+
+    return getattr(load_tokenizer(model), "model_max_length", None)
+
+
+def model_file(model: ResolvedModel, filename: str) -> Path | None:
+    """`filename` inside `model`: read from a local directory, or fetched from the Hub for a
+    Hub id (cached; None when the repository has no such file or the Hub is unreachable)."""
+    if model.is_local:
+        path = Path(model.path) / filename
+        return path if path.is_file() else None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(model.path, filename))
+    except Exception:  # no such file, no network: the model declares nothing we can read
+        return None
+
 
 SENTRAY_MODEL_INFO = "sentray.json"
 # sentence-transformers pooling modes that map onto a sentray pooling
@@ -119,7 +167,7 @@ def default_max_length(model: ResolvedModel, tokenizer=None) -> int:
         value = json.loads(st_config.read_text()).get("max_seq_length")
         if value:
             return int(value)
-    if tokenizer is None:  # read from the folder's files (sentray.encode.model_loading)
+    if tokenizer is None:  # read from the folder's files (`tokenizer_max_length`)
         limit = tokenizer_max_length(model) or 512
     else:
         limit = getattr(tokenizer, "model_max_length", 512) or 512
@@ -137,7 +185,7 @@ class ModelFacts:
     asked for, and kept: the dimension, the length it encodes at, its own pooling (canonical)
     and Ditto head, whether it normalizes, its model type. `model_facts(model)` keeps one
     `ModelFacts` on the `ResolvedModel`, so the facts travel with it (pickled, to the actors);
-    `located_model` reads a local model's all in the driver. Its fingerprint is
+    `checked_model` reads a local model's all in the driver. Its fingerprint is
     `ResolvedModel.fingerprint` (the files hashed: once too)."""
 
     def __init__(self, model: ResolvedModel) -> None:
@@ -192,3 +240,23 @@ def model_facts(model: ResolvedModel) -> ModelFacts:
     if model.facts_kept is None:
         model.keep_facts(ModelFacts(model))
     return model.facts_kept
+
+
+def checked_model(model: ResolvedModel) -> ResolvedModel:
+    """A model looked up and its files checked whole (`model_lookup.located_model`), its
+    sentray.json head checked against the model, and a local model's facts read: what a job's
+    plan does once, in its driver, before anything is loaded or any actor starts. A Hub id's
+    facts are fetched when first asked for (still in the driver: the plan asks), so that a
+    config naming one is built without the network."""
+    info = ModelInfo.read(model) if model.is_local else None
+    if info is not None and info.head is not None:
+        layer, head = (int(x) for x in info.head.split("-"))
+        config = _local_json(model, "config.json") or {}
+        layers, heads = config.get("num_hidden_layers"), config.get("num_attention_heads")
+        if layers and heads and not (layer < layers and head < heads):
+            raise ValueError(f"{Path(model.path) / SENTRAY_MODEL_INFO}: head {info.head!r} is "
+                             f"outside the model, which has layers 0-{layers - 1} and heads "
+                             f"0-{heads - 1}")
+    if model.is_local:
+        model_facts(model).read_all()  # read here, once: what travels to the actors has them
+    return model
