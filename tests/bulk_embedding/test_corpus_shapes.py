@@ -149,7 +149,7 @@ def check_output(output: Path, folder: storage.Location, root: Path, files, sour
         assert summary["rows_not_encoded"] == 0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(files=corpora(), block=st.integers(1, 9), actors=st.integers(1, 2),
        order=st.permutations([0, 1]), dedupe=st.booleans(), dtype=st.sampled_from(DTYPES),
        long_text=st.sampled_from(["truncate", "chunk"]))

@@ -189,6 +189,7 @@ def test_augment_survives_a_lost_worker_node(ray_cluster, brown_corpus, tmp_path
     assert set(kept) | set(rejected) == {f"brown.txt:{i}" for i in range(len(lines))}
 
 
+@pytest.mark.long
 def test_rerun_after_a_killed_driver_keeps_every_finished_part(ray_cluster, embed_job,
                                                                tiny_model_dir, tmp_path):
     """The driver is killed while one large file is half done; the rerun keeps the parts
