@@ -101,7 +101,12 @@ def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusCon
     if plan.device.startswith("cuda") and not torch.cuda.is_available():
         # a CPU driver of a GPU job: the same model in fp32
         plan = dataclasses.replace(plan.running("fp32", why=plan.why), device="cpu")
-    sample = first_records(sources, corpus, vector.code_book_rows)
+    try:
+        sample = first_records(sources, corpus, vector.code_book_rows)
+    except OSError as exc:  # a Ray task on a node without the driver's files
+        raise OSError(f"the int8/uint8 code book's texts could not be read here ({exc}): on a "
+                      "cluster they are read where the actors run, so the input must be where "
+                      "every node sees it (s3://, or a shared mount with --shared-paths)") from exc
     if not sample.num_rows:
         raise ValueError("int8/uint8 output needs texts to measure its code book on, and the "
                          "input has none; pass --quantization-ranges FILE")
