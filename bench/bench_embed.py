@@ -120,7 +120,7 @@ def job_runs(size: int, corpus: Path, work: Path, args, stsb) -> list[dict]:
 def measure(size: int, all_sentences: list[str], args, peers: list, stsb) -> list[dict]:
     """Every run at `size`."""
     sentences = all_sentences[:size]
-    model_path = __import__("sentray.encode.model_loading", fromlist=["x"]).resolve_model(
+    model_path = __import__("sentray.encode.model_lookup", fromlist=["x"]).resolve_model(
         args.model).path
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "sentences.txt"

@@ -79,16 +79,35 @@ def runtime_module(runtime: str):
     return module
 
 
+# OpenVINO's INFERENCE_PRECISION_HINT per plan precision (see the module's docstring)
+OPENVINO_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
+
+
+def onnxruntime_session(graph: bytes, threads: int | None = None):
+    """An ONNX graph on ONNX Runtime's CPU provider, on `threads` threads (default: torch's)."""
+    onnxruntime = runtime_module("onnxruntime")
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads or torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+
+
+def openvino_request(graph: bytes, precision: str, threads: int | None = None):
+    """An infer request of an ONNX graph compiled by OpenVINO's CPU plugin at `precision`'s
+    hint, on `threads` threads (default: torch's), one stream."""
+    openvino = runtime_module("openvino")
+    core = openvino.Core()
+    return core.compile_model(core.read_model(graph), "CPU", {
+        "INFERENCE_PRECISION_HINT": OPENVINO_HINTS[precision],
+        "INFERENCE_NUM_THREADS": threads or torch.get_num_threads(), "NUM_STREAMS": 1,
+        "PERFORMANCE_HINT": "LATENCY"}).create_infer_request()
+
+
 class OnnxRuntimeForward:
     """The plan's artefact on ONNX Runtime (CPU): not differentiable."""
 
     def __init__(self, plan: EncoderPlan, threads: int | None = None) -> None:
-        onnxruntime = runtime_module("onnxruntime")
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads or torch.get_num_threads()
-        options.inter_op_num_threads = 1
-        self.session = onnxruntime.InferenceSession(plan.artefact.data, options,
-                                                    providers=["CPUExecutionProvider"])
+        self.session = onnxruntime_session(plan.artefact.data, threads)
         self.pooled = None  # no torch model
         self.device = torch.device("cpu")
 
@@ -101,21 +120,11 @@ class OnnxRuntimeForward:
         return torch.from_numpy(np.ascontiguousarray(pooled, dtype=np.float32))  # (B, D)
 
 
-# OpenVINO's INFERENCE_PRECISION_HINT per plan precision (see the module's docstring)
-OPENVINO_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
-
-
 class OpenVINOForward:
     """The plan's artefact on OpenVINO (CPU), compiled at the plan's precision hint."""
 
     def __init__(self, plan: EncoderPlan, threads: int | None = None) -> None:
-        openvino = runtime_module("openvino")
-        core = openvino.Core()
-        compiled = core.compile_model(core.read_model(plan.artefact.data), "CPU", {
-            "INFERENCE_PRECISION_HINT": OPENVINO_HINTS[plan.precision],
-            "INFERENCE_NUM_THREADS": threads or torch.get_num_threads(), "NUM_STREAMS": 1,
-            "PERFORMANCE_HINT": "LATENCY"})
-        self.request = compiled.create_infer_request()
+        self.request = openvino_request(plan.artefact.data, plan.precision, threads)
         self.pooled = None  # no torch model
         self.device = torch.device("cpu")
 

@@ -122,6 +122,17 @@ def runtime_computes(runtime: str, pooling: str) -> bool:
     return not (runtime == "openvino" and pooling.startswith("ditto"))
 
 
+def runtime_runs(runtime: str, precision: str) -> bool:
+    """Whether `runtime` runs `precision` as itself on this CPU. OpenVINO's CPU plugin takes a
+    bf16 hint on a CPU without bf16 instructions (its OPTIMIZATION_CAPABILITIES list no BF16)
+    and runs f32: the fp32 candidate again, which the probe need not time twice."""
+    if (runtime, precision) != ("openvino", "bf16"):
+        return True
+    import openvino
+
+    return "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
 # The tools each kind of artefact is made with (their versions are part of its key)
 TOOLS = {"onnx": ("torch", "onnx"), "onnx-int8": ("torch", "onnx", "nncf")}
 # The cache folder of each kind ("int8": where int8 models were cached before other kinds)

@@ -10,9 +10,12 @@ How it decides:
 
 1. Each candidate encodes the probe sentences (rows 300-555 of the bundled Brown sample: not
    the int8 calibration rows) at the job's steady state: length-sorted batches of the job's own
-   batch size on the threads the job's encoders will have, every batch run once untimed (first
-   calls, each shape's kernels) and then timed, for at most `PROBE_SECONDS`; a candidate under
-   half torch fp32's rate after two timed batches is stopped there.
+   batch size on the threads the job's encoders will have, each batch run once untimed (its
+   shape's first call, its kernels) and then timed: torch fp32, the reference, for
+   `PROBE_SECONDS` of timed calls, every other candidate on the very batches it timed (the same
+   sentences); a candidate under half torch fp32's rate after two timed batches is stopped. A
+   candidate its runtime says it would not run (OpenVINO's bf16 hint on a CPU its plugin runs
+   in f32: the fp32 candidate again) is not timed.
 2. A candidate passes its gate against torch fp32's vectors: an exact one by the largest
    difference of a component (<= 1e-5, the tolerance the tests hold fp32 to); bf16 by the
    lowest per-row cosine (>= 0.999); int8 likewise (>= 0.97: it refuses a broken model, not a
@@ -23,8 +26,10 @@ How it decides:
    candidates run (`EXPORT_FACTOR` x the probe's fp32 time, ~1.3 s for all-MiniLM-L6-v2 here)
    and the int8 model both int8 candidates run (`PREPARE_FACTOR` x its calibration rows' fp32
    time, ~13 s here). A conversion not in the cache is made for a job that pays it back: the
-   job's rows at the best rate measured so far take >= `PAYBACK` x its estimated cost.
-   Otherwise the log says what it would take; a job of unknown size converts nothing.
+   job's rows at the best rate measured so far take >= `PAYBACK` x its estimated cost
+   (otherwise the log says what it would take; a job of unknown size converts nothing), and,
+   for the int8 model, where its largest matrix product timed in int8 and fp32 says it can beat
+   that rate at all (`int8_products`: a CPU whose int8 products are no faster makes none).
 
 The decision (rates, differences, cosines, choice) is cached per CPU model, thread count, model
 files, pooling, head, max length, batching, candidates and the conversions at hand, in
@@ -49,7 +54,7 @@ import numpy as np
 from sentray.encode.config import ARTEFACT_KINDS
 from sentray.encode.plan import EncoderPlan
 from sentray.kit.cpu import cpu_info
-from sentray.precision import artefacts
+from sentray.precision import artefacts, int8_products
 
 logger = logging.getLogger(__name__)
 
@@ -109,14 +114,16 @@ def available(runtime: str) -> bool:
 
 
 def time_batches(forward: Callable, batches: list, dimension: int, floor: float | None = None,
-                 *, clock: Callable[[], float] = time.perf_counter) -> tuple[float, np.ndarray]:
+                 *, seconds: float | None = PROBE_SECONDS,
+                 clock: Callable[[], float] = time.perf_counter) -> tuple[float, np.ndarray]:
     """(sentences/s, vectors of the rows encoded, in batch order) of `forward` at steady state:
-    every batch once untimed, then timed until PROBE_SECONDS have passed, or after two batches
-    when the rate so far is under `floor`. With a `floor`, the first `SCOUT_ROWS` sentences of
-    the first batch are timed on their second call before anything else: a candidate far under
-    the floor (torch bf16 emulated on a CPU without bf16 instructions ran at 1/15 of fp32 on
-    an AVX2 EPYC, 8 s a batch of 32) costs two small calls, not the untimed pass over every
-    batch."""
+    each batch called once untimed (its shape's first call, its kernels) and then timed, until
+    `seconds` of timed calls have passed (None: every batch given), or after two batches when
+    the rate so far is under `floor`; only the batches timed are warmed (a pass over every batch
+    first cost the probe a second or two a candidate). With a `floor`, the first `SCOUT_ROWS` sentences of the first
+    batch are timed on their second call before anything else: a candidate far under the floor
+    (torch bf16 emulated on a CPU without bf16 instructions ran at 1/15 of fp32 on an AVX2 EPYC,
+    8 s a batch of 32) costs two small calls, not a batch."""
     if floor and batches:
         ids, mask = batches[0].input_ids[:SCOUT_ROWS], batches[0].attention_mask[:SCOUT_ROWS]
         forward(ids, mask)
@@ -125,16 +132,17 @@ def time_batches(forward: Callable, batches: list, dimension: int, floor: float 
         rate = len(out) / max(clock() - started, 1e-9)
         if rate < floor / 2:  # a quarter of torch fp32 even at a small batch's efficiency
             return rate, out.reshape(-1, dimension)
+    parts, done, timed = [], 0, 0.0
     for batch in batches:
-        forward(batch.input_ids, batch.attention_mask)  # first calls, each shape's kernels
-    parts, done, started = [], 0, clock()
-    for batch in batches:
+        forward(batch.input_ids, batch.attention_mask)  # its shape's first call, untimed
+        started = clock()
         parts.append(np.asarray(forward(batch.input_ids, batch.attention_mask).float()))
+        timed += max(clock() - started, 1e-9)
         done += len(parts[-1])
-        elapsed = max(clock() - started, 1e-9)
-        if elapsed >= PROBE_SECONDS or (floor and len(parts) >= 2 and done / elapsed < floor):
+        if (seconds is not None and timed >= seconds) or (floor and len(parts) >= 2
+                                                           and done / timed < floor):
             break
-    return done / max(clock() - started, 1e-9), np.concatenate(parts).reshape(-1, dimension)
+    return done / timed, np.concatenate(parts).reshape(-1, dimension)
 
 
 def gate(precision: str, vectors: np.ndarray, reference: np.ndarray) -> tuple[float, float, bool]:
@@ -220,7 +228,8 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
     torch fp32."""
     threads = threads or default_threads()
     grid = tuple(c for c in GRID if available(c[0]) and (not exact or c[1] == "fp32")
-                 and artefacts.runtime_computes(c[0], plan.pooling))
+                 and artefacts.runtime_computes(c[0], plan.pooling)
+                 and artefacts.runtime_runs(*c))
     kinds = sorted({ARTEFACT_KINDS[c] for c in grid} - {None})
     ready = {kind: artefacts.cached(kind, plan, calibration, module) for kind in kinds}
     key = decision_key(plan, threads, grid, ready)
@@ -300,6 +309,10 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
     batches = list(reference_encoder.length_sorted_batches(reference_encoder.tokenize(texts)))
     with torch.inference_mode():
         rate, reference = time_batches(reference_encoder.embed_tokens, batches, plan.dimension)
+        # the others time the very batches torch fp32 timed: the same sentences (the batches
+        # run longest first, so a faster candidate timed for as long would reach shorter ones)
+        batches = batches[:int(np.searchsorted(np.cumsum([len(b.input_ids) for b in batches]),
+                                               len(reference)) + 1)]
         measured = [Measured("torch", "fp32", rate, len(reference), 0.0, 1.0, True)]
         notes, artefact_of = [], dict(ready)
         for runtime, precision in grid[1:]:
@@ -310,6 +323,12 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
                 best = max(m.rate for m in measured if m.passed)
                 worth, note = worth_converting(kind, rows, best, rate, calibration.rows,
                                                len(texts))
+                if worth and kind == "onnx-int8" and artefact_of.get("onnx") is not None:
+                    worth, note = int8_products.int8_can_pay(
+                        note, artefact_of["onnx"].data, {
+                            m.runtime: m.rate for m in measured if m.precision == "fp32"
+                            and m.passed and (m.runtime, "int8") in grid},
+                        best, MARGIN, plan.max_tokens_per_batch or 32 * plan.batch_size, threads)
                 notes.append(note)
                 if not worth:
                     del artefact_of[kind]
@@ -317,7 +336,7 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
                 artefact_of[kind] = artefacts.prepare(kind, plan, calibration, module=module,
                                                       tokenizer=tokenizer)
             speed, vectors = time_batches(forward(runtime, precision, artefact_of.get(kind)),
-                                          batches, plan.dimension, floor=rate / 2)
+                                          batches, plan.dimension, floor=rate / 2, seconds=None)
             measured.append(Measured(runtime, precision, speed, len(vectors),
                                      *gate(precision, vectors, reference)))
     chosen, why = choose(measured)

@@ -12,7 +12,7 @@ import pytest
 from conftest import encoder_of, make_tiny_bert
 
 from sentray.encode.config import EncoderConfig
-from sentray.precision import artefacts
+from sentray.precision import artefacts, int8_products
 from sentray.precision import probe as probe_module
 from sentray.precision.plan import SMALL_JOB, plan_encoder
 from sentray.precision.probe import (
@@ -94,16 +94,21 @@ def test_timing_is_at_steady_state_and_stops_after_its_budget_or_when_clearly_sl
         return torch.ones((len(ids), 4))
 
     batches = [Batch()] * 8
-    # every batch once untimed first; then each clock read moves 0.5 s: the budget of 1.5 s
+    # each batch once untimed, then timed; each clock read moves 0.5 s: after three timed
+    # calls the budget of 1.5 s is spent, and only the three batches timed were warmed
     rate, vectors = time_batches(forward, batches, 4, clock=FakeClock(0.5))
-    assert len(calls) > 8 and len(vectors) < 256 and rate > 0
+    assert calls == [32] * 6 and len(vectors) == 96 and rate == 64
     calls.clear()
-    # under the floor after two timed batches: stopped there
     # over the floor on a few sentences (4 in 0.01 s), under it after two timed batches (64 in
-    # 1 s): every batch warmed, two timed
-    clock = iter([0.0, 0.01, 1.0, 1.5, 2.0, 2.0]).__next__
+    # 1 s): two batches warmed and timed, no more
+    clock = iter([0.0, 0.01, 1.0, 1.5, 2.0, 2.5]).__next__
     rate, vectors = time_batches(forward, batches, 4, floor=700, clock=clock)
-    assert calls == [4, 4] + [32] * 8 + [32, 32] and len(vectors) == 64 and rate == 64
+    assert calls == [4, 4] + [32] * 4 and len(vectors) == 64 and rate == 64
+    calls.clear()
+    # no time budget (a candidate on the batches the reference timed): every batch given
+    rate, vectors = time_batches(forward, batches[:5], 4, floor=1, seconds=None,
+                                 clock=FakeClock(0.5))
+    assert calls == [4, 4] + [32] * 10 and len(vectors) == 160
     calls.clear()
     # far under the floor on a few sentences' second call: stopped before warming anything else
     rate, vectors = time_batches(forward, batches, 4, floor=1e6, clock=FakeClock(0.01))
@@ -119,7 +124,7 @@ def fake_timings(monkeypatch, rates):
     """time_batches with real vectors and the given sentences/s per (runtime, precision)."""
     real = probe_module.time_batches
 
-    def fake(forward, batches, dimension, floor=None, clock=None):
+    def fake(forward, batches, dimension, floor=None, **timing):
         plan = forward.__self__.plan
         return rates[(plan.runtime, plan.precision)], real(forward, batches[:1], dimension)[1]
     monkeypatch.setattr(probe_module, "time_batches", fake)
@@ -158,6 +163,9 @@ def test_fp32_runs_on_the_fastest_exact_runtime_measured(tokenizer, monkeypatch,
 def test_auto_measures_the_grid_and_converts_what_the_job_pays_back(tokenizer, monkeypatch):
     model = make_tiny_bert(tokenizer.vocab_size, seed=5)
     fake_timings(monkeypatch, RATES)
+    monkeypatch.setattr(artefacts, "runtime_runs", lambda runtime, precision: True)  # any CPU
+    monkeypatch.setattr(int8_products, "int8_speedups",  # int8 products 2x fp32's, any CPU
+                        lambda graph, runtimes, tokens, threads: dict.fromkeys(runtimes, 2.0))
     small = plan_encoder(tiny_config(precision="auto", int8_calibration_rows=64), rows=3_000,
                          module=model, tokenizer=tokenizer)
     # 3,000 rows (30 s at 100/s) pay for the ONNX graph (~5 s estimated), not for the int8 model
@@ -179,6 +187,38 @@ def test_auto_measures_the_grid_and_converts_what_the_job_pays_back(tokenizer, m
                                 module=model, tokenizer=tokenizer)
     assert "decided earlier" not in other.why and (other.runtime, other.precision) == (
         "torch", "bf16")
+
+
+@pytest.mark.parametrize("capabilities", [["FP32", "INT8"], ["FP32", "BF16", "INT8"]])
+def test_openvino_bf16_is_timed_only_where_its_plugin_runs_bf16(
+        tokenizer, monkeypatch, capabilities):
+    """OpenVINO's CPU plugin runs a bf16 hint in f32 on a CPU without bf16 instructions (it
+    lists no BF16 among its capabilities): that candidate is the fp32 one again, not timed."""
+    import openvino
+
+    real = openvino.Core
+
+    class Core:  # the real one, but for the capabilities it lists
+        def __init__(self):
+            self.core = real()
+
+        def get_property(self, device, name):
+            if (device, name) == ("CPU", "OPTIMIZATION_CAPABILITIES"):
+                return capabilities
+            return self.core.get_property(device, name)
+
+        def __getattr__(self, name):
+            return getattr(self.core, name)
+
+    monkeypatch.setattr(openvino, "Core", Core)
+    assert artefacts.runtime_runs("openvino", "bf16") == ("BF16" in capabilities)
+    assert artefacts.runtime_runs("openvino", "fp32") and artefacts.runtime_runs("torch", "bf16")
+    fake_timings(monkeypatch, RATES)
+    plan = plan_encoder(tiny_config(precision="auto"), rows=3_000,
+                        module=make_tiny_bert(tokenizer.vocab_size, seed=6), tokenizer=tokenizer)
+    timed = {(m["runtime"], m["precision"]) for m in plan.measured}
+    assert (("openvino", "bf16") in timed) == ("BF16" in capabilities)
+    assert ("torch", "bf16") in timed and ("openvino", "fp32") in timed
 
 
 def test_an_encoder_of_auto_runs_what_the_probe_chose(tokenizer, monkeypatch):

@@ -1,0 +1,36 @@
+"""bench/bench_embed.py end to end on a few rows (the long tier): the bench that shows issue 54's
+figures keeps running as the code under it moves (a function moved by a restructure once broke
+its `measure` unnoticed until the next benchmark run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.long
+def test_bench_embed_times_the_job_and_a_peer_and_judges_the_goals(tmp_path, data_dir,
+                                                                    brown_corpus):
+    record = tmp_path / "bench.json"
+    run = subprocess.run(
+        [sys.executable, "bench/bench_embed.py", "--corpus", str(brown_corpus), "--sizes", "64",
+         "--jobs", "default", "--no-candidates", "--no-ray-path", "--peers", "torch",
+         "--json", str(record)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "SENTRAY_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    runs = json.loads(record.read_text())["sizes"]["64"]["runs"]
+    job = next(r for r in runs if r.get("job") == "default")
+    peer = next(r for r in runs if r["peer"])
+    # the job's own run (a first run: 64 rows measure nothing, torch fp32), its STS-B scored,
+    # and the peer's, each timed from launch to exit
+    assert (job["runtime"], job["precision"]) == ("torch", "fp32") and job["seconds"] > 0
+    assert job["stsb"] > 75 and peer["seconds"] > 0
+    assert "goal: best FLOP ratio" in run.stdout
