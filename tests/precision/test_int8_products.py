@@ -71,7 +71,6 @@ def test_a_cpu_whose_int8_products_are_slow_makes_no_int8_model_even_for_a_large
     from test_probe import RATES, fake_timings, tiny_config
 
     fake_timings(monkeypatch, RATES)
-    monkeypatch.setattr(artefacts, "runtime_runs", lambda runtime, precision: True)
     asked = []
     monkeypatch.setattr(int8_products, "int8_speedups",
                         lambda graph, runtimes, tokens, threads: asked.append(runtimes) or {
