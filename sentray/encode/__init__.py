@@ -8,8 +8,9 @@ a Hugging Face encoder and a pooling as one module that the encoder, the trainer
 sentence-transformers module all run (`pooled_model`); `EncoderConfig`, what a user asks for
 (`config`); `EncoderPlan`, what an encoder will be, decided before it exists, and its model part
 (`plan`); the runtimes a plan runs on (`runtimes`: torch, ONNX Runtime, OpenVINO);
-`SentenceEncoder`, built from a plan (`encoder`); the sentence-transformers module (`st_module`) and the writer of
-model folders (`export`). How a plan's precision is decided is `sentray.precision`'s.
+`SentenceEncoder`, built from a plan (`encoder`); the sentence-transformers module
+(`st_module`) and the writer of model folders (`export`). How a plan's precision is decided is
+`sentray.precision`'s.
 
 May import: sentray.kit.
 """

@@ -126,8 +126,9 @@ def runtime_runs(runtime: str, precision: str) -> bool:
     """Whether `runtime` runs `precision` as itself on this CPU, as the runtime reports it.
     OpenVINO's CPU plugin takes a bf16 hint on a CPU without bf16 instructions (its
     OPTIMIZATION_CAPABILITIES list no BF16) and runs f32: the fp32 candidate again. torch's
-    oneDNN reports no bf16 kernels on a CPU without AVX-512 (`_is_mkldnn_bf16_supported`): its
-    bf16 then falls back to reference code (5 sentences/s against fp32's 80 on an AVX2 EPYC).
+    oneDNN reports no bf16 kernels on a CPU without AVX-512 (`_is_mkldnn_bf16_supported`; False
+    on this project's AVX2 EPYC): its bf16 then falls back to reference code (5 sentences/s
+    against fp32's 80 there).
     Neither is worth timing; a runtime that cannot say is timed."""
     if (runtime, precision) == ("openvino", "bf16"):
         import openvino

@@ -1,10 +1,11 @@
 """Whether an int8 model can pay on this CPU, measured before one is made.
 
 An int8 model of the encoder (NNCF's, `artefacts.quantize`) runs its matrix products in int8 and
-the rest in fp32. Making one costs about 12 x its calibration rows' fp32 time (15-45 s for
-all-MiniLM-L6-v2 on 2 cores). Where the CPU's int8 products are no faster than its fp32 ones
-(no int8 dot-product instructions: on an AVX2 EPYC the int8 models ran at 0.5-0.75x OpenVINO
-fp32's rate, docs/benchmarks.md), that cost buys nothing.
+the rest in fp32. Making one costs about 12 x its calibration rows' fp32 time (the probe
+estimated 45-57 s for all-MiniLM-L6-v2 on this project's 2-core AVX2 EPYC). Where the CPU's
+int8 products are no faster than its fp32 ones (no int8 dot-product instructions: on that EPYC
+the int8 models ran at 0.26-0.75x OpenVINO fp32's rate, docs/benchmarks.md), that cost buys
+nothing.
 
 So before making one the probe times the model's largest matrix product (its own weight, from
 the fp32 ONNX graph; a batch of the job's tokens) in fp32 and in int8, as an int8 model runs it

@@ -115,7 +115,8 @@ def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where
     elif kept is not None and precision in ("auto", "fp32"):
         precision = "fp32"  # as the rows were made, on whichever exact runtime is fastest
     if precision == "auto" and device.startswith("cuda"):
-        precision, runtime, why = "fp16", "torch", "auto: fp16 on a GPU (every CUDA GPU runs it fast)"
+        precision, runtime = "fp16", "torch"
+        why = "auto: fp16 on a GPU (every CUDA GPU runs it fast)"
     elif runtime == "auto" and precision in ("auto", "fp32") and not device.startswith("cuda"):
         return measured(plan, calibration, rows, where, precision == "fp32", module, tokenizer)
     if runtime == "auto":

@@ -14,8 +14,8 @@ How it decides:
    shape's first call, its kernels) and then timed: torch fp32, the reference, for
    `PROBE_SECONDS` of timed calls, every other candidate on the very batches it timed (the same
    sentences); a candidate under half torch fp32's rate after two timed batches is stopped. A
-   candidate its runtime says it would not run (OpenVINO's bf16 hint on a CPU its plugin runs
-   in f32: the fp32 candidate again) is not timed.
+   candidate its runtime says it would not run as asked is not timed (`runtime_runs`:
+   OpenVINO's bf16 hint where its plugin runs f32, torch bf16 where its oneDNN has no bf16).
 2. A candidate passes its gate against torch fp32's vectors: an exact one by the largest
    difference of a component (<= 1e-5, the tolerance the tests hold fp32 to); bf16 by the
    lowest per-row cosine (>= 0.999); int8 likewise (>= 0.97: it refuses a broken model, not a
@@ -120,10 +120,10 @@ def time_batches(forward: Callable, batches: list, dimension: int, floor: float 
     each batch called once untimed (its shape's first call, its kernels) and then timed, until
     `seconds` of timed calls have passed (None: every batch given), or after two batches when
     the rate so far is under `floor`; only the batches timed are warmed (a pass over every batch
-    first cost the probe a second or two a candidate). With a `floor`, the first `SCOUT_ROWS` sentences of the first
-    batch are timed on their second call before anything else: a candidate far under the floor
-    (torch bf16 emulated on a CPU without bf16 instructions ran at 1/15 of fp32 on an AVX2 EPYC,
-    8 s a batch of 32) costs two small calls, not a batch."""
+    first cost the probe a second or two a candidate). With a `floor`, the first `SCOUT_ROWS`
+    sentences of the first batch are timed on their second call before anything else: a
+    candidate far under the floor (torch bf16 emulated on a CPU without bf16 instructions ran
+    at 1/15 of fp32 on an AVX2 EPYC, 8 s a batch of 32) costs two small calls, not a batch."""
     if floor and batches:
         ids, mask = batches[0].input_ids[:SCOUT_ROWS], batches[0].attention_mask[:SCOUT_ROWS]
         forward(ids, mask)
