@@ -5,7 +5,8 @@ run (`index_state`), the rows an output holds that its table lacks (`plan`), the
 opened for a run and those rows read and appended to it, in this process or through Ray Data
 (`table_writing`), the ANN index and its defaults (`ann`), the
 index job (`job`) and the claim that keeps it to one run at a time on a table (`run_claim`),
-and the search, as a function and as a job (`search`).
+and the search, as a function and as a job (`search`), exact over vectors held in memory where
+they fit (`resident`).
 
 May import: sentray.kit, sentray.corpus, sentray.bulk_embedding.
 """

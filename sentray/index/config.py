@@ -77,18 +77,22 @@ class SearchConfig:
     queries: str | None = None  # a text file of queries, one per line
     k: Annotated[int, tyro.conf.arg(aliases=("-k",))] = 10  # results per query
     json: bool = False  # one JSON object per query instead of a table
-    # IVF partitions searched per query (default: a third of the index's, at least 20; chosen
-    # by bench/bench_index.py for recall@10 >= 0.95)
+    # IVF partitions searched per query (default: a sixth of the index's, at least 20; chosen
+    # for recall@10 >= 0.95 on real and constructed rows, docs/index-and-search.md)
     nprobes: int | None = None
     # candidates re-ranked by their exact distance: k x this (IVF_PQ; 0: none); binary tables:
     # candidates re-ranked by the float query against their bits (0: hamming order only)
     refine_factor: int = 10
     s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)
     device: str = "auto"  # where the query encoder runs: auto, cpu, cuda
+    # memory: the vectors held in memory, searched exactly; table: the table's ANN index (or
+    # its exact scan); auto: memory where their float32 copy takes <= 256 MiB
+    search_mode: Literal["auto", "memory", "table"] = "auto"
 
     def __post_init__(self) -> None:
         if not self.index:
             raise ValueError("no index given: an embedding output folder or a .lance table")
+        check_choices(self)
         if self.k < 1 or (self.nprobes is not None and self.nprobes < 1) or \
                 self.refine_factor < 0:
             raise ValueError(f"k and nprobes must be >= 1 and refine_factor >= 0, got k={self.k}, "

@@ -2,8 +2,9 @@
 notebooks), `search` (the same in one call) and `run_search`, the job behind `jobs/search.py`.
 
 A query is embedded by `embedding_record.query_encoder`, from the settings the table stores, so
-it goes through what made the rows. Float tables: cosine distance through the ANN index (score:
-cosine similarity, with the top k x refine_factor candidates re-ranked exactly). Binary tables:
+it goes through what made the rows. Float tables: cosine distance (score: cosine similarity),
+exact over the vectors held in memory where they fit (`resident`: --search-mode), else through
+the ANN index with the top k x refine_factor candidates re-ranked exactly. Binary tables:
 hamming distance over the packed bits, exact (score: 1 - hamming / dimension), then, with
 refine_factor > 0, the top k x refine_factor re-ranked by the float query against the
 candidates' bits as +-1 vectors (score: their cosine)."""
@@ -19,6 +20,7 @@ from sentray.index.ann import default_nprobes
 from sentray.index.config import SearchConfig
 from sentray.index.embedding_record import EmbeddingDescription, query_encoder
 from sentray.index.index_state import IndexState
+from sentray.index.resident import ResidentVectors, search_mode
 from sentray.index.table_writing import connect, open_table
 from sentray.kit import storage
 from sentray.kit.output_folder import OutputFolder
@@ -39,10 +41,14 @@ class VectorIndex:
         index = VectorIndex("out/embeddings")            # or a .lance table, local or s3://
         hits = index.search(["a query", "another"], k=5)  # one list of hits per query
         hits[0][0]  # {"id": ..., "score": ..., "source": ..., "row": ..., "text": ...}
+
+    mode: "auto" (the vectors held in memory and searched exactly where their float32 copy
+    fits in resident.MEMORY_SEARCH_MIB), "memory" or "table" (the table's own search);
+    `index.mode` says which it is.
     """
 
     def __init__(self, output_or_index: str, *, s3_endpoint: str | None = None,
-                 device: str = "auto") -> None:
+                 device: str = "auto", mode: str = "auto") -> None:
         self.uri = table_uri(output_or_index)
         database, name = connect(self.uri, s3_endpoint)
         self.table = open_table(database, name)
@@ -62,20 +68,25 @@ class VectorIndex:
                         if c in self.table.schema.names]
         state = IndexState.read(storage.locate(self.uri, s3_endpoint))
         self.nprobes = default_nprobes(state.partitions if state else 0)
+        # a float table small enough is held in memory and searched exactly (resident.py)
+        self.mode = search_mode(mode, rows=self.table.count_rows(),
+                                dimension=self.description.dimension, binary=self.binary)
+        self.resident = (ResidentVectors(self.table.to_lance(), self.columns)
+                         if self.mode == "memory" else None)
 
     def search(self, queries: Sequence[str], k: int = 10, *, nprobes: int | None = None,
                refine_factor: int = 10) -> list[list[dict]]:
         """The k nearest rows of each query, nearest first: dicts of id, score, source, row
         (and text, when the table holds texts). nprobes: IVF partitions searched (default: a
-        third of the index's, at least 20); refine_factor: the top k x this candidates
-        re-ranked exactly."""
+        sixth of the index's, at least 20); refine_factor: the top k x this candidates
+        re-ranked exactly (neither applies to vectors held in memory: exact)."""
         if isinstance(queries, str):
             queries = [queries]
         for number, query in enumerate(queries, 1):
             if not query or not query.strip():
                 raise ValueError(f"query number {number} is empty: give the text to search for")
-        return [self.nearest(query, k, nprobes=nprobes, refine_factor=refine_factor)
-                for query in self.encode(queries)]
+        return self.nearest_many(self.encode(queries), k, nprobes=nprobes,
+                                 refine_factor=refine_factor)
 
     def encode(self, queries: Sequence[str]) -> list[EncodedQuery]:
         """Each query as the table's rows are stored (binary tables: with its float vector
@@ -87,13 +98,20 @@ class VectorIndex:
     def nearest(self, query: EncodedQuery, k: int = 10, *, nprobes: int | None = None,
                 refine_factor: int = 10) -> list[dict]:
         """The k nearest rows of one query `encode` returned (as `search`)."""
+        if self.resident is not None:
+            return self.nearest_many([query], k)[0]
         return self._one(*query, k, nprobes or self.nprobes, refine_factor)
 
     def nearest_many(self, queries: Sequence[EncodedQuery], k: int = 10, *,
                      nprobes: int | None = None, refine_factor: int = 10) -> list[list[dict]]:
         """The k nearest rows of each query `encode` returned, as `nearest` finds them: a
         float table searched for all of them in one call (Lance spreads it over its threads,
-        2-3 times the queries/s of one call a query), a binary one a query at a time."""
+        2-3 times the queries/s of one call a query), a binary one a query at a time; vectors
+        held in memory in one product (nprobes and refine_factor do not apply: exact)."""
+        if self.resident is not None:
+            vectors = np.stack([stored for stored, _ in queries])
+            return [[_hit(hit, self.columns) for hit in hits]
+                    for hits in self.resident.nearest(vectors, k)]
         if self.binary or len(queries) < 2:
             return [self.nearest(query, k, nprobes=nprobes, refine_factor=refine_factor)
                     for query in queries]
@@ -152,9 +170,9 @@ def _hit(hit: dict, columns: list[str]) -> dict:
 
 def search(output_or_index: str, queries: str | Sequence[str], k: int = 10, *,
            nprobes: int | None = None, refine_factor: int = 10, s3_endpoint: str | None = None,
-           device: str = "auto") -> list[list[dict]]:
+           device: str = "auto", mode: str = "auto") -> list[list[dict]]:
     """`VectorIndex(output_or_index).search(queries, k)`: one list of hits per query."""
-    index = VectorIndex(output_or_index, s3_endpoint=s3_endpoint, device=device)
+    index = VectorIndex(output_or_index, s3_endpoint=s3_endpoint, device=device, mode=mode)
     return index.search(queries, k, nprobes=nprobes, refine_factor=refine_factor)
 
 
@@ -176,7 +194,8 @@ def read_queries(config: SearchConfig) -> list[str]:
 def run_search(config: SearchConfig) -> dict:
     """The search job: prints each query's hits (a table, or JSON lines with --json)."""
     queries = read_queries(config)
-    index = VectorIndex(config.index, s3_endpoint=config.s3_endpoint, device=config.device)
+    index = VectorIndex(config.index, s3_endpoint=config.s3_endpoint, device=config.device,
+                        mode=config.search_mode)
     results = index.search(queries, config.k, nprobes=config.nprobes,
                            refine_factor=config.refine_factor)
     for query, hits in zip(queries, results, strict=True):

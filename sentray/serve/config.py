@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
 from sentray.corpus.actor_pool import ActorCount
-from sentray.kit.validation import check_at_least
+from sentray.kit.validation import check_at_least, check_choices
 
 TOKEN_ENV = "SENTRAY_SERVE_TOKEN"
 LOOPBACK = "127.0.0.1"
@@ -57,6 +57,9 @@ class ServeConfig:
     max_k: int = 100  # the largest k a request may ask for
     max_queries: int = 64  # the most queries one request may carry
     max_body_bytes: int = 65_536  # a larger request body gets a 400
+    # memory: each replica holds the vectors and searches them exactly; table: the table's ANN
+    # index (or its exact scan); auto: memory where their float32 copy takes <= 256 MiB
+    search_mode: Literal["auto", "memory", "table"] = "auto"
     # IVF partitions searched per query (default: the index's, as `sentray search`)
     nprobes: int | None = None
     refine_factor: int = 10  # the top k x this candidates re-ranked exactly (`sentray search`)
@@ -72,6 +75,7 @@ class ServeConfig:
         if self.index_uri is not None and not self.index_uri.rstrip("/").endswith(".lance"):
             raise ValueError(f"--index-uri must end with .lance (a LanceDB table), got "
                              f"{self.index_uri!r}")
+        check_choices(self)
         if not isinstance(self.replicas, ActorCount):  # 2, "2" or "1-4", as code writes them
             object.__setattr__(self, "replicas", ReplicaCount.parse(self.replicas))
         if not 0 < self.port < 65536:

@@ -72,7 +72,7 @@ def start_service(config: ServeConfig) -> str:
 
     spec = ServiceSpec(
         table=config.table, s3_endpoint=config.s3_endpoint, device=config.device,
-        nprobes=config.nprobes, refine_factor=config.refine_factor,
+        search_mode=config.search_mode, nprobes=config.nprobes, refine_factor=config.refine_factor,
         limits=Limits(config.max_k, config.max_queries, config.max_body_bytes),
         secret=config.secret, max_batch_size=config.max_batch_size,
         request_timeout_s=config.request_timeout_s)

@@ -41,6 +41,7 @@ class ServiceSpec:
     table: str  # an output folder or a .lance table
     s3_endpoint: str | None
     device: str
+    search_mode: str
     nprobes: int | None
     refine_factor: int
     limits: Limits
@@ -60,7 +61,8 @@ class SearchService:
         from sentray.index.search import VectorIndex
 
         self.spec = spec
-        self.index = VectorIndex(spec.table, s3_endpoint=spec.s3_endpoint, device=spec.device)
+        self.index = VectorIndex(spec.table, s3_endpoint=spec.s3_endpoint, device=spec.device,
+                                 mode=spec.search_mode)
         self.page = PAGE.read_text(encoding="utf-8")
         self.info = table_info(self.index, spec)
         self.batches = QueryBatches(self._search_blocking, spec.max_batch_size)
@@ -155,5 +157,8 @@ def table_info(index, spec: ServiceSpec) -> dict:
             "dimension": index.description.dimension, "dtype": index.description.dtype,
             "metric": index.description.metric,
             "index": state.index_type if state and state.trained_rows else "none (exact search)",
+            "search": ("exact, the vectors held in memory" if index.mode == "memory"
+                       else "the table's index" if state and state.trained_rows
+                       else "exact, in the table"),
             "nprobes": spec.nprobes or index.nprobes, "refine_factor": spec.refine_factor,
             "max_k": spec.limits.max_k, "max_queries": spec.limits.max_queries}

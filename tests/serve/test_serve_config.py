@@ -29,6 +29,7 @@ def test_help_lists_every_flag(capsys):
     (["--index-uri", "t"], "--index-uri must end with .lance"),
     (["--max-k", "0"], "max_k must be >= 1"),
     (["--request-timeout-s", "0"], "request_timeout_s and cpus_per_replica must be > 0"),
+    (["--search-mode", "ram"], "--search-mode"),
 ])
 def test_bad_flags_are_named(flags, message, exit_message):
     with pytest.raises(SystemExit) as info:

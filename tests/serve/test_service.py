@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from served_output import indexed_output
 
@@ -43,7 +44,8 @@ def asgi(service):
 def make_service(indexed: Path, **changes):
     from sentray.serve.service import SearchService, ServiceSpec
 
-    values = dict(table=str(indexed / "out"), s3_endpoint=None, device="cpu", nprobes=None,
+    values = dict(table=str(indexed / "out"), s3_endpoint=None, device="cpu",
+                  search_mode="auto", nprobes=None,
                   refine_factor=10, limits=Limits(20, 8, 4096), secret=None, max_batch_size=8,
                   request_timeout_s=10.0)
     return SearchService(ServiceSpec(**{**values, **changes}))
@@ -60,6 +62,23 @@ def service(indexed):
     return make_service(indexed)
 
 
+def test_the_table_search_finds_what_the_vectors_in_memory_find(service, indexed):
+    """--search-mode table (Lance's exact scan here) and memory (the default for a small
+    table): the same rows in the same order, scores within 1e-5 (two kernels' float32 sums)."""
+    in_table = make_service(indexed, search_mode="table")
+    lines = (indexed / "brown.txt").read_text().splitlines()
+    queries = [lines[3], "a dog in the park", lines[90]]
+    with client(service) as memory, client(in_table) as table:
+        a = memory.post("/search", json={"queries": queries, "k": 6}).json()["results"]
+        b = table.post("/search", json={"queries": queries, "k": 6}).json()["results"]
+        assert table.get("/info").json()["search"] == "exact, in the table"
+    for mine, theirs in zip(a, b, strict=True):
+        assert [h["id"] for h in mine["hits"]] == [h["id"] for h in theirs["hits"]]
+        assert [h["text"] for h in mine["hits"]] == [h["text"] for h in theirs["hits"]]
+        np.testing.assert_allclose([h["score"] for h in mine["hits"]],
+                                   [h["score"] for h in theirs["hits"]], atol=1e-5)
+
+
 def test_search_info_health_and_page(service, indexed):
     line = (indexed / "brown.txt").read_text().splitlines()[17]
     with client(service) as http:
@@ -74,6 +93,7 @@ def test_search_info_health_and_page(service, indexed):
         info = http.get("/info").json()
         assert info["rows"] == 120 and info["pooling"] == "last_avg"
         assert info["model"] and info["index"] == "none (exact search)"
+        assert info["search"] == "exact, the vectors held in memory"
         assert http.get("/healthz").json() == {"status": "ok"}
         page = http.get("/")
         assert page.status_code == 200 and "<title>sentray search</title>" in page.text
