@@ -197,7 +197,7 @@ def main() -> None:
                  *args.extra.split()]
         built = build(embeddings, table_path, flags)
         print(f"{spec}: built {built}", flush=True)
-        index = VectorIndex(str(table_path), device="cpu")
+        index = VectorIndex(str(table_path), device="cpu", mode="table")
         started = time.perf_counter()
         vectors = index.encoder.encode(queries)
         encode_ms = (time.perf_counter() - started) * 1000 / len(queries)

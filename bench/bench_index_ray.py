@@ -139,10 +139,10 @@ def main() -> None:
         print(json.dumps(report["killed"]), flush=True)
     report["build"] = build(args.embeddings, table, flags)  # the whole run, or the rerun
     print(json.dumps(report["build"]), flush=True)
-    index = VectorIndex(table, s3_endpoint=endpoint, device="cpu")
+    index = VectorIndex(table, s3_endpoint=endpoint, device="cpu", mode="table")
     report["rows"] = check_rows(index, output_ids(args.embeddings))
     queries = held_out(args.queries, set(), args.n_queries, 0)
-    truth = VectorIndex(args.truth, device="cpu") if args.truth else None
+    truth = VectorIndex(args.truth, device="cpu", mode="table") if args.truth else None
     report["search"] = recall(index, queries, truth)
     report["search"]["exact_search_over"] = args.truth or "the same table"
     print(json.dumps(report), flush=True)

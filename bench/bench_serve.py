@@ -121,7 +121,7 @@ def service_recall(port: int, table: str, queries: list[str]) -> float:
     encoded by the same encoder, in this process)."""
     from sentray.index.search import VectorIndex
 
-    index = VectorIndex(table, device="cpu")
+    index = VectorIndex(table, device="cpu", mode="table")
     vectors = np.asarray([v for v, _ in index.encode(queries)], dtype=np.float32)
     exact = exact_top(index.table, vectors, 10)
     client = Client(port)

@@ -3,8 +3,9 @@ product for a batch of queries, the hits' other columns then taken from the tabl
 
 Why: below a few hundred thousand rows that product costs less than the ANN index's search, and
 its recall is 1. Measured for issue 56 (AMD EPYC, 2 CPUs, 384-d, batches of 16 queries, CPU time
-a query): 50,000 rows 2.0 ms exact in memory against 6.5 ms for Lance's IVF_HNSW_SQ search;
-1,000,000 rows 42 ms exact against 19 ms at 41 of 244 partitions (docs/index-and-search.md).
+a query; bench/bench_search_modes.py, bench/results/search-modes-*.json): 50,000 rows 2.6 ms
+exact in memory against 6.4 ms for Lance's IVF_HNSW_SQ search; 1,000,000 rows 43 ms exact
+against 18.9 ms at 41 of 244 partitions (docs/index-and-search.md).
 
 `search_mode` is the rule behind --search-mode: `memory` holds the vectors, `table` searches the
 table (its ANN index, or Lance's exact scan), `auto` holds them when their float32 copy takes at

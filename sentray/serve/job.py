@@ -45,8 +45,8 @@ def run_serve(config: ServeConfig) -> None:
         url = start_service(config)
         info = _get_json(f"{url}/info", config.secret)
         print(json.dumps({"url": url, "table": uri, "rows": info["rows"],
-                          "index": info["index"], "replicas": config.replicas.spec()}),
-              flush=True)
+                          "index": info["index"], "search": info["search"],
+                          "replicas": config.replicas.spec()}), flush=True)
         sys.stdout = sys.stderr  # the line above is the result: Ray's notes go to stderr
         logger.info("serving %s at %s (Ctrl-C stops it)", uri, url)
         while True:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sentray.index.ann import default_sub_vectors, index_action
+from sentray.index.ann import default_nprobes, default_sub_vectors, index_action
 from sentray.index.config import IndexConfig
 from sentray.index.index_state import add_run
 from sentray.index.plan import missing_runs, plan
@@ -57,3 +57,5 @@ def test_the_ann_rule():
     assert index_action(config, floats, 120, 100, 0) is None
     assert index_action(config, bits, 10_000, 0, 0) is None  # hamming: exact
     assert default_sub_vectors(384) == 48 and default_sub_vectors(36) == 4
+    # a sixth of the partitions, at least 20 (all of a small index's): 41 of 1M rows' 244
+    assert [default_nprobes(p) for p in (0, 12, 120, 121, 244, 2441)] == [20, 20, 20, 21, 41, 407]

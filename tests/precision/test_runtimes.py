@@ -72,3 +72,29 @@ def test_the_packaged_model_on_the_exact_runtimes_over_the_sample(rows):
     for runtime in ("onnxruntime", "openvino"):
         difference = np.abs(vectors[runtime] - vectors["torch"]).max()
         assert difference <= TOLERANCE, (runtime, difference)
+
+
+def test_openvino_compiles_at_the_f32_hint_with_a_bounded_shape_cache(monkeypatch):
+    """Exact fp32 needs the f32 hint (the CPU plugin's default is bf16 on CPUs that have it);
+    the cache of kernels per input shape is held to OPENVINO_SHAPE_CACHE entries, else a
+    service fed batches of every shape grows without end (issue 56). The compiled model
+    reports its precision, not its cache's size: that is read from the settings it was given
+    (the real plugin accepts them: an unknown key would raise here)."""
+    import openvino
+
+    from sentray.encode import runtimes
+    from sentray.precision import int8_products
+
+    given = []
+    compile_model = openvino.Core.compile_model
+
+    class Core(openvino.Core):
+        def compile_model(self, model, device, config):
+            given.append(dict(config))
+            return compile_model(self, model, device, config)
+
+    monkeypatch.setattr(openvino, "Core", Core)
+    graph = int8_products.product_graph(np.eye(8, dtype=np.float32), False, 1.0)
+    compiled = runtimes.openvino_request(graph, "fp32", 1).get_compiled_model()
+    assert "float32" in str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    assert given[-1]["CPU_RUNTIME_CACHE_CAPACITY"] == runtimes.OPENVINO_SHAPE_CACHE

@@ -77,6 +77,7 @@ def running(tmp_path_factory, tiny_model_dir, brown_corpus):
 def test_it_answers_searches_over_http_with_its_token(running):
     url = running.ready["url"]
     assert url.startswith("http://127.0.0.1:") and running.ready["rows"] == ROWS
+    assert running.ready["search"] == "exact, the vectors held in memory"
     line = (running.root / "brown.txt").read_text().splitlines()[42]
     status, found = request(f"{url}/search", {"query": line, "k": 5})
     assert status == 200 and len(found["hits"]) == 5
