@@ -165,6 +165,8 @@ def main() -> None:
     parser.add_argument("--queries", type=Path, required=True, help="held-out sentences")
     parser.add_argument("--goals", choices=sorted(GOALS), required=True)
     parser.add_argument("--port", type=int, default=18431)
+    parser.add_argument("--warm-up", type=int, default=400, help="queries, 32 clients, before "
+                        "the RSS called 'after warm-up' is read")
     parser.add_argument("--one-client", type=int, default=300, help="queries, 1 client")
     parser.add_argument("--concurrent", type=int, default=1600, help="queries, 16/32 clients")
     parser.add_argument("--seconds", type=float, default=120, help="the most a phase runs")
@@ -179,7 +181,10 @@ def main() -> None:
     try:
         # warm-up: the first calls of each part, and batches as large as the run's (32
         # clients), so that "after warm-up" is the memory of a service that has seen its load
-        warm = phase(args.port, queries[-400:], 32, 400, 60)
+        # (--warm-up: how many queries that takes; a transformer replica's RSS grows for its
+        # first few hundred batches of new shapes, docs/index-and-search.md)
+        warm = phase(args.port, queries[-args.warm_up:], 32, args.warm_up,
+                     max(60.0, args.warm_up / 10))
         report = {"cpu": cpu_line(), "service": ready, "flags": flags, "warm_up": warm,
                   "rss_warm": rss_mib(process.pid), "phases": {}}
         report["phases"]["1"] = phase(args.port, queries, 1, args.one_client, args.seconds)
