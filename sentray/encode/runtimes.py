@@ -93,10 +93,10 @@ def onnxruntime_session(graph: bytes, threads: int | None = None):
 
 
 # The CPU plugin keeps what it built for each input shape, 5,000 entries by default: a search
-# service's batches (1-32 queries of any length) grew a replica by 1 GiB in 600 batches and did
-# not stop (issue 56); at 100 it levels off ~450 MiB above the start, and neither the service's
-# encoding (16.6 vs 17.2 ms of CPU a query) nor the embedding job (5,000 rows: 221 vs 220/s)
-# got slower (AMD EPYC, docs/index-and-search.md)
+# service's batches (1-32 queries of any length) grew its encoder by 1 GiB in 600 batches, still
+# growing; at 100 it levels off after ~300 (737 -> 1,231 MiB), no slower (17.4 vs 17.3 ms of CPU
+# a query; bench/results/query-memory-50k-mean-amd.json). The embedding job, whose batches run
+# longest first, ran 5,000 rows at the same rate either way (by hand: 220-223/s, AMD EPYC).
 OPENVINO_SHAPE_CACHE = 100
 
 
