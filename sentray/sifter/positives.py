@@ -62,9 +62,10 @@ from sentray.sifter.scope import (
     carry_scopes,
     operator_words,
     own_clause,
+    words,
 )
-from sentray.sifter.sentence_units import stranded
-from sentray.sifter.triple_words import drops_scope, in_order
+from sentray.sifter.sentence_units import is_sentence, stranded
+from sentray.sifter.triple_words import drops_scope, in_order, triple_positions
 
 # Penn Treebank tags Z deletes: coordinating conjunction, personal and possessive pronoun
 DELETED_TAGS = frozenset({"CC", "PRP", "PRP$"})
@@ -83,9 +84,10 @@ CORRELATIVES = {"either": frozenset({"or"}), "neither": frozenset({"nor", "or"})
 UD_DELETED_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
 # The issue that last changed what Y or Z is for the same settings (36: negations kept in Y's
 # backbone, no X repeated, correlative pairs in Z; 43: every operator's scope kept, "a few" in
-# Z); the job records it, so an output made
-# before is never resumed by this code
-VIEWS_REVISION = 55
+# Z; 55: quantifier phrases and sentence units; "55b": a backbone is a sentence, its
+# auxiliaries and object kept); the job records it, so an output made before is never resumed
+# by this code
+VIEWS_REVISION = "55b"
 TripleChoice = Literal["random", "longest"]
 ZRule = Literal["penn", "ud"]
 BackboneSource = Literal["openie", "dependency", "none"]
@@ -218,9 +220,16 @@ def parse_backbone(parse: DependencyParse) -> str:
     clause among them added, and completed by the scope rule (`scope.carry_scopes`: every
     operator over the words kept, and under a negation or a downward word the scope whole).
     '' for an empty parse."""
+    kept = backbone_positions(parse)
+    return as_sentence([parse.tokens[t].text for t in sorted(kept)])
+
+
+def backbone_positions(parse: DependencyParse) -> set[int]:
+    """The tokens of X the dependency backbone keeps (`parse_backbone`); none for an empty
+    parse."""
     root = parse.root()
     if root is None:
-        return ""
+        return set()
     level = {c for c in parse.children[root] if not parse.tokens[c].punct}
     # a conjoined clause keeps its own subject: "He did not come, but she stayed." gives
     # "He did not come but she stayed.", not "... but stayed." (he stayed)
@@ -229,8 +238,7 @@ def parse_backbone(parse: DependencyParse) -> str:
     # a preposition of the two levels with no object in X ("What are you looking at?") is
     # left out; one the scope rule brings back is kept: meaning first ("could be arrived at")
     level -= stranded(parse, level) - operator_words(parse)
-    kept = carry_scopes(parse, {root} | level)
-    return as_sentence([parse.tokens[t].text for t in sorted(kept)])
+    return carry_scopes(parse, {root} | level)
 
 
 def repeats(backbone: str, text: str) -> bool:
@@ -269,19 +277,31 @@ def choose_backbone(text: str, parse: DependencyParse, triples: Sequence[Triple]
                     ) -> tuple[str, Triple | None, BackboneSource]:
     """(backbone, triple, source) of sentence `text` with parse `parse`: an OpenIE triple that
     keeps every operator's scope (`triple_words.drops_scope`), keeps X's order
-    (`triple_words.in_order`) and is not X repeated (`choose_triple` among them); else the
-    dependency backbone (scopes carried) unless it is X repeated; else none."""
+    (`triple_words.in_order`), reads as a sentence (`sentence_units.is_sentence`) and is not X
+    repeated (`choose_triple` among them); else the dependency backbone (scopes carried) if it
+    reads as a sentence and is not X repeated; else none."""
     usable = [t for t in triples
               if not drops_scope(parse, (t.subject, t.relation, t.object))
               and in_order(parse, (t.subject, t.relation, t.object))
+              and triple_is_sentence(parse, t)
               and not repeats(t.as_sentence(), text)]
     triple = choose_triple(usable, choice, rng)
     if triple is not None:
         return triple.as_sentence(), triple, "openie"
-    backbone = parse_backbone(parse)
-    if backbone and not repeats(backbone, text):
+    kept = backbone_positions(parse)
+    backbone = as_sentence([parse.tokens[t].text for t in sorted(kept)])
+    if backbone and is_sentence(parse, kept) and not repeats(backbone, text):
         return backbone, None, "dependency"
     return "", None, "none"
+
+
+def triple_is_sentence(parse: DependencyParse, triple: Triple) -> bool:
+    """`is_sentence` of the tokens of X the triple is made of, with the words of its relation
+    that X lacks (OpenIE's inserted "is")."""
+    parts = (triple.subject, triple.relation, triple.object)
+    in_x = {w for t in parse.tokens for w in words(t.text)}
+    added = frozenset(w for w in words(triple.relation) if w not in in_x)
+    return is_sentence(parse, triple_positions(parse, parts), added)
 
 
 def augment(text: str, doc, triples: Sequence[Triple], *, choice: TripleChoice = "random",

@@ -28,9 +28,18 @@ The units, each read off the tree in both label schemes:
   becomes "I like apple because it is sweet.", "He hoped stop." "He hoped that rain would
   stop.", "came" of "when his mother came in" brings "when" and "mother").
 
+- *a verb and its auxiliaries*: a kept auxiliary keeps its verb, and a verb that keeps one
+  auxiliary keeps them all ("The process can be accelerated", not "can accelerated");
+- *a verb and its direct object* ("He tied and gagged him.", not "He tied and gagged.").
+
 `needed_words` gives what a set of kept tokens lacks by these units; the scope rule
 (`sentray.sifter.scope.carry_scopes`) adds it in the same fixed-point loop as the operators, so
 an OpenIE triple that lacks such a word is not chosen and the dependency backbone is completed.
+
+`is_sentence` is the last check, on what the units cannot add: a backbone needs a finite verb
+(or an imperative's), the subject that verb has in X, no "and" without its second conjunct,
+and no relative pronoun standing as its subject ("Which means it is safe."; "Report ending in
+March." has no finite verb).
 """
 
 from __future__ import annotations
@@ -44,6 +53,13 @@ PREDICATE_LABELS = ("acomp", "attr", "oprd")  # spaCy: what a copula or a small 
 PREPOSITION_TAGS = ("IN", "TO")
 CLAUSE_LABELS = ("advcl", "ccomp", "csubj", "relcl", "acl")  # subordinate clauses
 SUBJECT_LABELS = ("nsubj", "nsubjpass", "csubj", "csubjpass", "expl")
+AUXILIARY_LABELS = ("aux", "auxpass")
+OBJECT_OF_VERB = ("dobj", "obj")
+FINITE_TAGS = ("VBD", "VBZ", "VBP", "MD")
+# finite words an OpenIE relation may bring that X does not have ("She is Chapman." of "the
+# former Judy Chapman")
+FINITE_WORDS = frozenset({"is", "are", "was", "were", "am", "has", "have", "had", "does", "do",
+                          "did", "'s"})
 
 
 def _children(parse: DependencyParse, position: int, labels: tuple[str, ...]) -> list[int]:
@@ -78,6 +94,18 @@ def needed_words(parse: DependencyParse, kept: set[int]) -> set[int]:
         needed.update(c for c in parse.children[position]
                       if parse.label(c) in ("prt", "compound:prt"))
         needed.update(_comparison(parse, position))
+        if parse.tokens[position].tag.startswith("VB") and label not in AUXILIARY_LABELS:
+            auxiliaries = [c for c in _children(parse, position, AUXILIARY_LABELS)
+                           if not _is_to(parse, c)]
+            if set(auxiliaries) & kept:  # "can be accelerated", not "can accelerated"
+                needed.update(auxiliaries)
+            for obj in _children(parse, position, OBJECT_OF_VERB)[:1]:
+                # one conjunct of a coordinated object will do: "Cats love mice." of "Cats
+                # love milk and mice."
+                if not {obj, *_children(parse, obj, ("conj",))} & kept:
+                    needed.add(obj)
+        elif label in AUXILIARY_LABELS and head != position:  # "can" without its verb
+            needed.add(head)
         subjects = _children(parse, position, SUBJECT_LABELS)
         if label in CLAUSE_LABELS and subjects:  # a finite subordinate clause
             needed.update(subjects[:1])
@@ -109,3 +137,51 @@ def stranded(parse: DependencyParse, kept: set[int]) -> set[int]:
     return {t for t in kept if parse.tokens[t].tag in PREPOSITION_TAGS
             and parse.label(t).split(":")[0] in PREPOSITION_LABELS
             and not [c for c in parse.children[t] if not parse.tokens[c].punct]}
+
+
+def is_sentence(parse: DependencyParse, kept: set[int], added: frozenset[str] = frozenset()
+                ) -> bool:
+    """Whether the tokens `kept` of X (and `added`, words a triple brings that X lacks) read
+    as a sentence by the module docstring's last check: a finite verb among them (or
+    `added`'s), or X's subjectless root verb (an imperative); each kept verb's subject in X,
+    kept; each kept "and" with its conjunct; no wh-pronoun as a relative clause's subject."""
+    finite = [t for t in kept if parse.tokens[t].tag in FINITE_TAGS]
+    root = parse.root()
+    imperative = (root in kept and parse.tokens[root].tag == "VB"
+                  and not _children(parse, root, SUBJECT_LABELS))
+    if not finite and not imperative and not (added & FINITE_WORDS):
+        return False
+    for position in finite:
+        verb = (parse.head(position) if parse.label(position).split(":")[0] in AUXILIARY_LABELS
+                else position)
+        subjects = _children(parse, verb, SUBJECT_LABELS)
+        if subjects and not set(subjects) & kept:
+            return False
+    if any(parse.label(t) == "cc" and not _conjunct_kept(parse, t, kept) for t in kept):
+        return False  # "The advantages of a fiscal year and are great."
+    return not any(_relative_alone(parse, t, kept) for t in kept)
+
+
+def _conjunct_kept(parse: DependencyParse, cc: int, kept: set[int]) -> bool:
+    """Whether the conjunct a kept "and" joins is kept too (spaCy hangs both the "and" and
+    the second conjunct on the first; UD the "and" on the second). A first word with no
+    conjunct in X ("But I insist.", "Nor does it know.") joins X to the sentence before: kept."""
+    head = parse.head(cc)
+    if parse.label(head).startswith("conj"):
+        return head in kept
+    conjuncts = [c for c in parse.children[head] if parse.label(c).startswith("conj")]
+    if conjuncts:
+        return bool(set(conjuncts) & kept)
+    first = next((i for i, t in enumerate(parse.tokens) if not t.punct), None)
+    return cc == first
+
+
+def _relative_alone(parse: DependencyParse, position: int, kept: set[int]) -> bool:
+    """A wh-pronoun kept as the subject of a relative clause whose noun is not kept ("Which
+    means it is safe."; "those who said" keeps "those")."""
+    if parse.tokens[position].tag not in ("WDT", "WP") or \
+            not parse.label(position).startswith("nsubj"):
+        return False
+    clause = parse.head(position)
+    return (parse.label(clause) in ("relcl", "acl:relcl")
+            and parse.head(clause) not in kept)

@@ -179,7 +179,7 @@ def test_an_output_made_by_the_views_before_issue_36_is_not_resumed(augment_job,
     monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started"))
     with pytest.raises(SystemExit) as info:
         augment_job.main(["--input", str(corpus), "--output", str(out)])
-    assert f"views_revision: None (stored) != {VIEWS_REVISION} (this run)" in exit_message(info)
+    assert f"views_revision: None (stored) != {VIEWS_REVISION!r} (this run)" in exit_message(info)
 
 
 def _wait_for(url: str, seconds: float) -> None:
