@@ -113,7 +113,9 @@ def test_brown_ys_keep_their_whole_backbone(tokenizer):
     kept = batch.filter(pa.compute.is_null(batch.column("reject_reason")))
     xs, ys = kept.column("text").to_pylist(), kept.column("backbone_text").to_pylist()
     coverage = backbone_coverage(tokenizer, xs, ys, 32)
-    assert coverage["rows_with_backbone"] > 0.9 * len(xs)
+    # most rows have a backbone, so the share below is not of a few: views revision 55b left
+    # 13.2% of 6,000 Brown rows without one (a fragment is not appended: docs/sifter-views.md)
+    assert coverage["rows_with_backbone"] > 0.8 * len(xs)
     assert coverage["backbone_whole_share"] >= 0.99
     fits_in_32 = np.mean([len(i) <= 32 for i in tokenizer(ys)["input_ids"]])
     assert fits_in_32 < 0.8  # what right truncation at 32 kept whole
