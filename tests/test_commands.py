@@ -63,6 +63,18 @@ def test_embed_then_index_then_search_chain_like_unix_tools(work, embedded):
     assert done.returncode == 0, done.stdout[-3000:]
     answer = json.loads(done.stdout.rstrip("\n").splitlines()[-1])  # a JSON line per query
     assert answer["query"] == "a dog" and len(answer["hits"]) == 2
+    # the vectors held in memory (the default for a table this small) and the table's own
+    # exact scan find the same rows
+    modes = {}
+    for mode in ("memory", "table"):
+        done = run(SENTRAY, "search", embedded, "--query", "a dog", "-k", "5", "--json",
+                   "--search-mode", mode)
+        assert done.returncode == 0, done.stdout[-3000:]
+        modes[mode] = [h["id"] for h in json.loads(done.stdout.splitlines()[-1])["hits"]]
+    assert modes["memory"] == modes["table"] and modes["memory"][:2] == \
+        [h["id"] for h in answer["hits"]]
+    wrong = run(SENTRAY, "search", embedded, "--query", "a dog", "--search-mode", "ram")
+    assert wrong.returncode != 0 and "--search-mode" in wrong.stdout
 
 
 def test_the_job_scripts_exit_as_the_console_script_does(work, embedded):

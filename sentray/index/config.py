@@ -14,6 +14,7 @@ from sentray.kit.validation import check_at_least, check_choices
 
 IndexType = Literal["IVF_PQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "flat"]
 WriteMode = Literal["auto", "local", "ray"]
+SearchMode = Literal["auto", "memory", "table"]  # how a table is searched: index/resident.py
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class SearchConfig:
     device: str = "auto"  # where the query encoder runs: auto, cpu, cuda
     # memory: the vectors held in memory, searched exactly; table: the table's ANN index (or
     # its exact scan); auto: memory where their float32 copy takes <= 256 MiB
-    search_mode: Literal["auto", "memory", "table"] = "auto"
+    search_mode: SearchMode = "auto"
 
     def __post_init__(self) -> None:
         if not self.index:

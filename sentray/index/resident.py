@@ -14,11 +14,14 @@ hamming search."""
 
 from __future__ import annotations
 
+import typing
+
 import numpy as np
 
+from sentray.index.config import SearchMode
 from sentray.index.embedding_record import VECTOR_COLUMN
 
-SEARCH_MODES = ("auto", "memory", "table")
+SEARCH_MODES = typing.get_args(SearchMode)
 MEMORY_SEARCH_MIB = 256
 QUERIES_PER_PRODUCT = 16  # the (queries, rows) score matrix of one product stays small
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated
 
 import tyro
 
 from sentray.corpus.actor_pool import ActorCount
+from sentray.index.config import SearchMode
 from sentray.kit.validation import check_at_least, check_choices
 
 TOKEN_ENV = "SENTRAY_SERVE_TOKEN"
@@ -59,7 +60,7 @@ class ServeConfig:
     max_body_bytes: int = 65_536  # a larger request body gets a 400
     # memory: each replica holds the vectors and searches them exactly; table: the table's ANN
     # index (or its exact scan); auto: memory where their float32 copy takes <= 256 MiB
-    search_mode: Literal["auto", "memory", "table"] = "auto"
+    search_mode: SearchMode = "auto"
     # IVF partitions searched per query (default: the index's, as `sentray search`)
     nprobes: int | None = None
     refine_factor: int = 10  # the top k x this candidates re-ranked exactly (`sentray search`)

@@ -220,7 +220,11 @@ def parse_backbone(parse: DependencyParse) -> str:
     clause among them added, and completed by the scope rule (`scope.carry_scopes`: every
     operator over the words kept, and under a negation or a downward word the scope whole).
     '' for an empty parse."""
-    kept = backbone_positions(parse)
+    return backbone_of(parse, backbone_positions(parse))
+
+
+def backbone_of(parse: DependencyParse, kept: set[int]) -> str:
+    """The tokens `kept` of X, in X's order, as a short sentence."""
     return as_sentence([parse.tokens[t].text for t in sorted(kept)])
 
 
@@ -289,7 +293,7 @@ def choose_backbone(text: str, parse: DependencyParse, triples: Sequence[Triple]
     if triple is not None:
         return triple.as_sentence(), triple, "openie"
     kept = backbone_positions(parse)
-    backbone = as_sentence([parse.tokens[t].text for t in sorted(kept)])
+    backbone = backbone_of(parse, kept)
     if backbone and is_sentence(parse, kept) and not repeats(backbone, text):
         return backbone, None, "dependency"
     return "", None, "none"
