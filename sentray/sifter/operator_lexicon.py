@@ -63,3 +63,18 @@ def is_nominal(parse: DependencyParse, position: int) -> bool:
 def is_noun(parse: DependencyParse, position: int) -> bool:
     """A noun, a personal pronoun or a number, by its Penn tag."""
     return parse.tokens[position].tag.startswith(("NN", "PRP", "CD"))
+
+
+IRREGULAR = {"said": "say", "says": "say", "thought": "think", "dreamt": "dream"}
+
+
+def stems(parse: DependencyParse, position: int) -> set[str]:
+    """The parser's lemma and the word's own stems: a lemmatizer's slip ("hoped" -> "hop")
+    must not hide an embedding verb."""
+    word = parse.word(position)
+    found = {word, parse.tokens[position].lemma, IRREGULAR.get(word, word)}
+    for suffix, replacements in (("ied", ("y",)), ("ies", ("y",)), ("ing", ("", "e")),
+                                 ("ed", ("", "e")), ("es", ("", "e")), ("s", ("",))):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            found.update(word[:-len(suffix)] + r for r in replacements)
+    return found

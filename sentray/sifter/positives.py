@@ -85,9 +85,10 @@ UD_DELETED_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
 # The issue that last changed what Y or Z is for the same settings (36: negations kept in Y's
 # backbone, no X repeated, correlative pairs in Z; 43: every operator's scope kept, "a few" in
 # Z; 55: quantifier phrases and sentence units; "55b": a backbone is a sentence, its
-# auxiliaries and object kept); the job records it, so an output made before is never resumed
-# by this code
-VIEWS_REVISION = "55b"
+# auxiliaries and object kept; "55c": a conditional's antecedent kept whole, a privative
+# adjective with its noun); the job records it, so an output made before is never resumed by
+# this code
+VIEWS_REVISION = "55c"
 TripleChoice = Literal["random", "longest"]
 ZRule = Literal["penn", "ud"]
 BackboneSource = Literal["openie", "dependency", "none"]

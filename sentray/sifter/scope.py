@@ -75,7 +75,9 @@ from sentray.sifter.operator_lexicon import (
     WORD,
     is_nominal,
     is_noun,
+    stems,
 )
+from sentray.sifter.conditionals import antecedent, is_privative
 from sentray.sifter.quantifier_phrases import phrase_anchor, quantifier_phrases
 from sentray.sifter.sentence_units import needed_words
 
@@ -158,21 +160,6 @@ def anchor(parse: DependencyParse, cue: int) -> int:
     return head
 
 
-IRREGULAR = {"said": "say", "says": "say", "thought": "think", "dreamt": "dream"}
-
-
-def _stems(parse: DependencyParse, position: int) -> set[str]:
-    """The parser's lemma and the word's own stems: a lemmatizer's slip ("hoped" -> "hop")
-    must not hide an embedding verb."""
-    word = _word(parse, position)
-    stems = {word, parse.tokens[position].lemma, IRREGULAR.get(word, word)}
-    for suffix, replacements in (("ied", ("y",)), ("ies", ("y",)), ("ing", ("", "e")),
-                                 ("ed", ("", "e")), ("es", ("", "e")), ("s", ("",))):
-        if word.endswith(suffix) and len(word) > len(suffix) + 2:
-            stems.update(word[:-len(suffix)] + r for r in replacements)
-    return stems
-
-
 def operators(parse: DependencyParse) -> list[Operator]:
     """Every operator of X, in sentence order (module docstring)."""
     found, in_phrase = [], set()
@@ -185,12 +172,16 @@ def operators(parse: DependencyParse) -> list[Operator]:
                                   "downward" if downward else "quantifier", tuple(span)))
         elif position in in_phrase:
             continue
+        elif (verb := antecedent(parse, position)) is not None:  # "if", "Should any ..."
+            found += [Operator(position, verb, "embedding"), Operator(position, verb, "downward")]
+        elif is_privative(parse, position):  # "the former Judy Chapman"
+            found.append(Operator(position, parse.head(position), "quantifier", (position,)))
         elif is_cue(parse, position):
             found.append(Operator(position, anchor(parse, position), "negation"))
         elif is_downward(parse, position):
             found.append(Operator(position, anchor(parse, position), "downward"))
-        elif _stems(parse, position) & EMBEDDING_LEMMAS and token.tag.startswith("VB"):
-            kind = "downward" if _stems(parse, position) & NEGATIVE_LEMMAS else "embedding"
+        elif stems(parse, position) & EMBEDDING_LEMMAS and token.tag.startswith("VB"):
+            kind = "downward" if stems(parse, position) & NEGATIVE_LEMMAS else "embedding"
             found.extend(Operator(position, c, kind) for c in parse.children[position]
                          if _label(parse, c).startswith(COMPLEMENT_LABELS))
         elif _word(parse, position) in EMBEDDING_MARKS and parse.head(position) != position \
@@ -242,8 +233,9 @@ def scope_top(parse: DependencyParse, op: Operator) -> int:
     if op.kind == "quantifier":
         return op.anchor
     if op.kind == "embedding":
-        conditions = _label(parse, op.anchor).startswith("advcl") \
-            and _word(parse, op.trigger) in EMBEDDING_MARKS
+        conditions = (_label(parse, op.anchor).startswith("advcl")
+                      and _word(parse, op.trigger) in EMBEDDING_MARKS) \
+            or antecedent(parse, op.trigger) is not None
         return parse.head(op.anchor) if conditions else op.anchor
     top = op.anchor
     if _quantifies_argument(parse, op):
