@@ -85,10 +85,10 @@ UD_DELETED_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
 # The issue that last changed what Y or Z is for the same settings (36: negations kept in Y's
 # backbone, no X repeated, correlative pairs in Z; 43: every operator's scope kept, "a few" in
 # Z; 55: quantifier phrases and sentence units; "55b": a backbone is a sentence, its
-# auxiliaries and object kept; "55c": a conditional's antecedent kept whole, a privative
-# adjective with its noun); the job records it, so an output made before is never resumed by
-# this code
-VIEWS_REVISION = "55c"
+# auxiliaries and object kept; "55d": a conditional's antecedent kept whole, a reporting
+# clause with what it reports, a privative adjective with its noun, a hyphenated word whole);
+# the job records it, so an output made before is never resumed by this code
+VIEWS_REVISION = "55d"
 TripleChoice = Literal["random", "longest"]
 ZRule = Literal["penn", "ud"]
 BackboneSource = Literal["openie", "dependency", "none"]
@@ -225,8 +225,16 @@ def parse_backbone(parse: DependencyParse) -> str:
 
 
 def backbone_of(parse: DependencyParse, kept: set[int]) -> str:
-    """The tokens `kept` of X, in X's order, as a short sentence."""
-    return as_sentence([parse.tokens[t].text for t in sorted(kept)])
+    """The tokens `kept` of X, in X's order, as a short sentence; a hyphenated word split by
+    the parser ("self", "-", "contained") written whole."""
+    parts: list[str] = []
+    for t in sorted(kept):
+        if parts and (parse.tokens[t].tag == "HYPH"
+                      or (t - 1 in kept and parse.tokens[t - 1].tag == "HYPH")):
+            parts[-1] += parse.tokens[t].text
+        else:
+            parts.append(parse.tokens[t].text)
+    return as_sentence(parts)
 
 
 def backbone_positions(parse: DependencyParse) -> set[int]:

@@ -77,7 +77,7 @@ from sentray.sifter.operator_lexicon import (
     is_noun,
     stems,
 )
-from sentray.sifter.conditionals import antecedent, is_privative
+from sentray.sifter.clause_operators import antecedent, is_privative, reported_clause
 from sentray.sifter.quantifier_phrases import phrase_anchor, quantifier_phrases
 from sentray.sifter.sentence_units import needed_words
 
@@ -174,6 +174,8 @@ def operators(parse: DependencyParse) -> list[Operator]:
             continue
         elif (verb := antecedent(parse, position)) is not None:  # "if", "Should any ..."
             found += [Operator(position, verb, "embedding"), Operator(position, verb, "downward")]
+        elif (reported := reported_clause(parse, position)) is not None:  # ", he said,"
+            found.append(Operator(position, reported, "embedding"))
         elif is_privative(parse, position):  # "the former Judy Chapman"
             found.append(Operator(position, parse.head(position), "quantifier", (position,)))
         elif is_cue(parse, position):

@@ -30,7 +30,10 @@ The units, each read off the tree in both label schemes:
 
 - *a verb and its auxiliaries*: a kept auxiliary keeps its verb, and a verb that keeps one
   auxiliary keeps them all ("The process can be accelerated", not "can accelerated");
-- *a verb and its direct object* ("He tied and gagged him.", not "He tied and gagged.").
+- *a verb and its direct object* ("He tied and gagged him.", not "He tied and gagged.");
+- *a hyphenated word*: spaCy splits "self-contained" into "self", "-", "contained" (tag
+  `HYPH`); the parts stand together ("Satires are contained." said another thing, "non-violent"
+  would lose its "non"). CoreNLP keeps such a word one token.
 
 `needed_words` gives what a set of kept tokens lacks by these units; the scope rule
 (`sentray.sifter.scope.carry_scopes`) adds it in the same fixed-point loop as the operators, so
@@ -106,13 +109,25 @@ def needed_words(parse: DependencyParse, kept: set[int]) -> set[int]:
                     needed.add(obj)
         elif label in AUXILIARY_LABELS and head != position:  # "can" without its verb
             needed.add(head)
+        needed.update(_hyphenated(parse, position))
         subjects = _children(parse, position, SUBJECT_LABELS)
-        if label in CLAUSE_LABELS and subjects:  # a finite subordinate clause
+        if label in CLAUSE_LABELS + ("parataxis",) and subjects:  # a finite subordinate clause
             needed.update(subjects[:1])
             needed.update(_children(parse, position, ("mark", "aux")))
             needed.update(c for c in _children(parse, position, ("advmod",))
                           if parse.tokens[c].tag.startswith("W"))
     return needed - kept
+
+
+def _hyphenated(parse: DependencyParse, position: int) -> set[int]:
+    """The other parts of a hyphenated word the token at `position` is part of."""
+    parts: set[int] = set()
+    for step in (-1, 1):
+        at = position
+        while 0 <= at + 2 * step < len(parse) and parse.tokens[at + step].tag == "HYPH":
+            parts.update((at + step, at + 2 * step))
+            at += 2 * step
+    return parts
 
 
 def _comparison(parse: DependencyParse, position: int) -> set[int]:

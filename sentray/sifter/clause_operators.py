@@ -1,6 +1,6 @@
-"""Conditional antecedents and privative modifiers: two more operators of Y's backbone (issue
-55's second labelling), read off X's `DependencyParse` of either parser by
-`sentray.sifter.scope.operators`.
+"""Operators read off the shape of X's tree rather than a cue's scope (issue 55's second
+labellings): a conditional's antecedent, a reporting clause, a privative adjective. Read off X's
+`DependencyParse` of either parser by `sentray.sifter.scope.operators`.
 
 - *A conditional's antecedent is a downward context.* "If A and B, C" does not entail "If A, C"
   (the weaker condition makes the stronger claim), nor "If it rains heavily, the roof leaks" "If
@@ -10,6 +10,13 @@
   negation's scope is; the conditioned clause stays an embedding's scope (kept with its "if").
   "unless" is not downward in its clause ("C unless A" is "if not A, C"; a weaker A, a weaker
   claim), nor "if" in a complement ("I wonder if he came"), nor "when".
+- *A reporting clause set off inside or before what it reports* ("Mr. Kennedy, Mr. White
+  believes, had mastered politics"; 'Ritter proceeded, "You now emerge into a new epoch"'): the
+  parser hangs the reporting verb under the reported clause (`parataxis`, or `ccomp` the wrong
+  way round), so no embedding verb is above it. A verb with its own subject and nothing it
+  governs but adverbs and punctuation, set off by a comma or a quotation mark, whose head is a
+  verb, is read as an embedding over its head's clause: a backbone that keeps the reported
+  claim keeps who reports it.
 - *A privative or modal adjective* ("the former Judy Chapman", "an alleged thief", "a possible
   cause") does not leave its noun's claim standing: "She is the former Judy Chapman" does not
   say she is Chapman. A backbone that keeps the noun keeps the adjective.
@@ -18,6 +25,7 @@
 from __future__ import annotations
 
 from sentray.sifter.dependency_parse import DependencyParse
+from sentray.sifter.operator_lexicon import EMBEDDING_LEMMAS, stems
 
 CONDITIONAL_MARKS = frozenset({"if"})
 INVERTED_CONDITIONALS = frozenset({"should", "had", "were"})  # before their subject
@@ -47,6 +55,32 @@ def antecedent(parse: DependencyParse, position: int) -> int | None:
         return None
     subjects = [c for c in parse.children[clause] if parse.label(c).startswith(SUBJECTS)]
     return clause if subjects and subjects[0] > position else None
+
+
+REPORTING_LABELS = ("parataxis", "ccomp")
+SET_OFF = frozenset({",", '"', "``", "''", "\u201c", "\u201d", "--"})
+ONLY_MODIFIERS = ("nsubj", "advmod", "punct", "aux", "neg", "npadvmod")  # what a reporting
+# verb may govern besides its subject: "Mr. White firmly believes", "he did not say"
+
+
+def reported_clause(parse: DependencyParse, position: int) -> int | None:
+    """The head of the clause the verb at `position` reports (module docstring), or None."""
+    head = parse.head(position)
+    if head == position or not parse.label(position).startswith(REPORTING_LABELS) \
+            or not parse.tokens[position].tag.startswith("VB") \
+            or not parse.tokens[head].tag.startswith(("VB", "MD")):
+        return None
+    children = parse.children[position]
+    if not any(parse.label(c).startswith("nsubj") for c in children) or any(
+            not parse.label(c).startswith(ONLY_MODIFIERS) for c in children):
+        return None
+    reach = parse.subtree(position)
+    beside = [t for t in (min(reach) - 2, min(reach) - 1, max(reach) + 1, max(reach) + 2)
+              if 0 <= t < len(parse) and parse.tokens[t].punct] + [
+        c for c in children if parse.tokens[c].punct]
+    set_off = any(parse.word(t) in SET_OFF for t in beside)
+    return head if set_off and (stems(parse, position) & EMBEDDING_LEMMAS or any(
+        parse.word(t) in SET_OFF - {",", "--"} for t in beside)) else None
 
 
 def is_privative(parse: DependencyParse, position: int) -> bool:
