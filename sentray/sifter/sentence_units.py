@@ -31,6 +31,8 @@ The units, each read off the tree in both label schemes:
 - *a verb and its auxiliaries*: a kept auxiliary keeps its verb, and a verb that keeps one
   auxiliary keeps them all ("The process can be accelerated", not "can accelerated");
 - *a verb and its direct object* ("He tied and gagged him.", not "He tied and gagged.");
+- *"not only"*: a kept "not" of "not only ... but" keeps its "only" ("Six not had agreements
+  but owned mines." negated what X adds to);
 - *a hyphenated word*: spaCy splits "self-contained" into "self", "-", "contained" (tag
   `HYPH`); the parts stand together ("Satires are contained." said another thing, "non-violent"
   would lose its "non"). CoreNLP keeps such a word one token.
@@ -110,6 +112,11 @@ def needed_words(parse: DependencyParse, kept: set[int]) -> set[int]:
         elif label in AUXILIARY_LABELS and head != position:  # "can" without its verb
             needed.add(head)
         needed.update(_hyphenated(parse, position))
+        if parse.word(position) in ("not", "only"):  # "not only": both or neither
+            pair = position + 1 if parse.word(position) == "not" else position - 1
+            if 0 <= pair < len(parse) and {parse.word(position), parse.word(pair)} == {"not",
+                                                                                       "only"}:
+                needed.add(pair)
         subjects = _children(parse, position, SUBJECT_LABELS)
         if label in CLAUSE_LABELS + ("parataxis",) and subjects:  # a finite subordinate clause
             needed.update(subjects[:1])
