@@ -20,12 +20,15 @@ labellings): a conditional's antecedent, a reporting clause, a privative adjecti
 - *A privative or modal adjective* ("the former Judy Chapman", "an alleged thief", "a possible
   cause") does not leave its noun's claim standing: "She is the former Judy Chapman" does not
   say she is Chapman. A backbone that keeps the noun keeps the adjective.
+- *Speech in quotation marks* is under its verb, whatever the verb ("pronounced",
+  "complained"): an embedding.
+- *A disjunction* is kept whole by a backbone that keeps one of its disjuncts.
 """
 
 from __future__ import annotations
 
 from sentray.sifter.dependency_parse import DependencyParse
-from sentray.sifter.operator_lexicon import EMBEDDING_LEMMAS, stems
+from sentray.sifter.operator_lexicon import COMPLEMENT_LABELS, EMBEDDING_LEMMAS, stems
 
 CONDITIONAL_MARKS = frozenset({"if"})
 INVERTED_CONDITIONALS = frozenset({"should", "had", "were"})  # before their subject
@@ -44,9 +47,12 @@ def antecedent(parse: DependencyParse, position: int) -> int | None:
     clause before its head and before that clause's subject."""
     word, head = parse.word(position), parse.head(position)
     label = parse.label(position)
-    if word in CONDITIONAL_MARKS:
-        return head if label.startswith("mark") and head != position \
-            and parse.label(head).startswith("advcl") else None
+    if word in CONDITIONAL_MARKS:  # spaCy may label the clause a `ccomp` of a verb that has
+        # its object already: "to consider the properties if the information is to be discussed"
+        adverbial = parse.label(head).startswith("advcl") or (
+            parse.label(head).startswith("ccomp") and any(
+                parse.label(c) in ("dobj", "obj") for c in parse.children[parse.head(head)]))
+        return head if label.startswith("mark") and head != position and adverbial else None
     if word not in INVERTED_CONDITIONALS:
         return None
     clause = head if label.startswith(("aux", "cop")) else position  # spaCy: "Were" heads
@@ -81,6 +87,55 @@ def reported_clause(parse: DependencyParse, position: int) -> int | None:
     set_off = any(parse.word(t) in SET_OFF for t in beside)
     return head if set_off and (stems(parse, position) & EMBEDDING_LEMMAS or any(
         parse.word(t) in SET_OFF - {",", "--"} for t in beside)) else None
+
+
+QUOTES = frozenset({'"', "``", "''", "\u201c", "\u201d"})
+
+
+def quoted_complements(parse: DependencyParse, position: int) -> list[int]:
+    """The clausal complements (`ccomp`, `parataxis`) of the verb at `position` that stand in
+    quotation marks: what "pronounced", "complained", "cried" report is speech, whatever the
+    verb ('"I called the station", Killpath's voice pronounced.')."""
+    found = []
+    for child in parse.children[position]:
+        if not parse.label(child).startswith(REPORTING_LABELS):
+            continue
+        reach = parse.subtree(child)
+        edges = {min(reach), min(reach) - 1, max(reach), max(reach) + 1, max(reach) + 2}
+        if any(0 <= t < len(parse) and parse.word(t) in QUOTES for t in edges):
+            found.append(child)
+    return found
+
+
+def clause_complements(parse: DependencyParse, verb: int) -> list[int]:
+    """An embedding verb's clausal complements, and any verb's quoted speech."""
+    quoted = quoted_complements(parse, verb)
+    if not stems(parse, verb) & EMBEDDING_LEMMAS:
+        return quoted
+    return sorted(set(quoted) | {c for c in parse.children[verb]
+                                 if parse.label(c).startswith(COMPLEMENT_LABELS)})
+
+
+def disjuncts(parse: DependencyParse, kept: set[int]) -> set[int]:
+    """The words of every disjunction of which `kept` keeps one disjunct: all its disjuncts
+    and its "or" ("His bridgework or his plates feel loose" does not say his bridgework does).
+    spaCy chains the conjuncts and hangs "or" on the first; UD hangs both on the first."""
+    needed: set[int] = set()
+    for first in range(len(parse)):
+        if parse.label(first).startswith("conj"):
+            continue
+        members, frontier = {first}, [first]
+        while frontier:
+            nxt = [c for m in frontier for c in parse.children[m]
+                   if parse.label(c).startswith("conj")]
+            members.update(nxt)
+            frontier = nxt
+        links = {c for m in members for c in parse.children[m]
+                 if parse.label(c).startswith(("cc", "preconj"))}
+        ors = [c for c in links if parse.word(c) == "or" and any(m > c for m in members)]
+        if len(members) > 1 and members & kept and ors:  # an "or" before a disjunct
+            needed |= members | {c for c in links if parse.word(c) in ("or", "either")}
+    return needed - kept
 
 
 def is_privative(parse: DependencyParse, position: int) -> bool:

@@ -54,17 +54,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from sentray.sifter.clause_operators import (
+    antecedent,
+    clause_complements,
+    disjuncts,
+    is_privative,
+    reported_clause,
+)
 from sentray.sifter.dependency_parse import DependencyParse
 from sentray.sifter.operator_lexicon import (
     ARTICLE_BOUND,
     ARTICLES,
     CLIMBED_TAGS,
-    COMPLEMENT_LABELS,
     CORRELATIVE_CUES,
     DETERMINER_CUES,
     DOWNWARD_ADVERBS,
     DOWNWARD_QUANTIFIERS,
-    EMBEDDING_LEMMAS,
     EMBEDDING_MARKS,
     FUNCTION_TAGS,
     NEGATION_CUES,
@@ -77,7 +82,6 @@ from sentray.sifter.operator_lexicon import (
     is_noun,
     stems,
 )
-from sentray.sifter.clause_operators import antecedent, is_privative, reported_clause
 from sentray.sifter.quantifier_phrases import phrase_anchor, quantifier_phrases
 from sentray.sifter.sentence_units import needed_words
 
@@ -182,10 +186,9 @@ def operators(parse: DependencyParse) -> list[Operator]:
             found.append(Operator(position, anchor(parse, position), "negation"))
         elif is_downward(parse, position):
             found.append(Operator(position, anchor(parse, position), "downward"))
-        elif stems(parse, position) & EMBEDDING_LEMMAS and token.tag.startswith("VB"):
+        elif token.tag.startswith("VB") and (complements := clause_complements(parse, position)):
             kind = "downward" if stems(parse, position) & NEGATIVE_LEMMAS else "embedding"
-            found.extend(Operator(position, c, kind) for c in parse.children[position]
-                         if _label(parse, c).startswith(COMPLEMENT_LABELS))
+            found.extend(Operator(position, c, kind) for c in complements)
         elif _word(parse, position) in EMBEDDING_MARKS and parse.head(position) != position \
                 and _label(parse, position).startswith("mark"):
             found.append(Operator(position, parse.head(position), "embedding"))
@@ -249,8 +252,10 @@ def scope_top(parse: DependencyParse, op: Operator) -> int:
 
 
 def scope(parse: DependencyParse, op: Operator) -> set[int]:
-    """The tokens under the operator (module docstring)."""
-    region = _clause(parse, op.anchor) | set(op.words)
+    """The tokens under the operator (module docstring); an embedding's complement whole ("said
+    the injury was severe but the youth was in good condition": both said)."""
+    complement = op.kind == "embedding" or parse.head(op.anchor) == op.trigger != op.anchor
+    region = (parse.subtree(op.anchor) if complement else _clause(parse, op.anchor)) | set(op.words)
     top = scope_top(parse, op)
     if top != op.anchor:
         region |= _clause(parse, top)
@@ -318,7 +323,7 @@ def carry_scopes(parse: DependencyParse, kept: set[int]) -> set[int]:
                 kept.update(c for t in kept & closed[op] for c in parse.children[t]
                             if c in closed[op])
         kept |= bound_articles(parse, kept)
-        kept |= needed_words(parse, kept)
+        kept |= needed_words(parse, kept) | disjuncts(parse, kept)
         if len(kept) == before:
             return kept
     raise AssertionError("carry_scopes did not settle")  # unreachable: kept only grows

@@ -24,13 +24,15 @@ The units, each read off the tree in both label schemes:
   "expensive"; not "more expensive than systems");
 - *a subordinate clause, its subject and its subordinator*: a kept `mark` keeps the word it
   marks; a kept verb of a clause with a subject of its own (`advcl`, `ccomp`, `csubj`, `relcl`,
-  `acl`) keeps that subject, its `mark`, its auxiliaries and its wh-adverb ("I like apple is."
-  becomes "I like apple because it is sweet.", "He hoped stop." "He hoped that rain would
-  stop.", "came" of "when his mother came in" brings "when" and "mother").
+  `acl`, `parataxis`) keeps that subject, its `mark`, its auxiliaries and its wh-adverb ("I like
+  apple is." becomes "I like apple because it is sweet.", "He hoped stop." "He hoped that rain
+  would stop.", "came" of "when his mother came in" brings "when" and "mother").
 
 - *a verb and its auxiliaries*: a kept auxiliary keeps its verb, and a verb that keeps one
   auxiliary keeps them all ("The process can be accelerated", not "can accelerated");
 - *a verb and its direct object* ("He tied and gagged him.", not "He tied and gagged.");
+- *a noun used as an adverb and its determiner* ("repairs the fence every spring", not
+  "repairs fence spring");
 - *"not only"*: a kept "not" of "not only ... but" keeps its "only" ("Six not had agreements
   but owned mines." negated what X adds to);
 - *a hyphenated word*: spaCy splits "self-contained" into "self", "-", "contained" (tag
@@ -112,6 +114,8 @@ def needed_words(parse: DependencyParse, kept: set[int]) -> set[int]:
         elif label in AUXILIARY_LABELS and head != position:  # "can" without its verb
             needed.add(head)
         needed.update(_hyphenated(parse, position))
+        if label in ("npadvmod", "obl:tmod", "nmod:tmod"):  # "every spring", not "spring"
+            needed.update(_children(parse, position, ("det",)))
         if parse.word(position) in ("not", "only"):  # "not only": both or neither
             pair = position + 1 if parse.word(position) == "not" else position - 1
             if 0 <= pair < len(parse) and {parse.word(position), parse.word(pair)} == {"not",
@@ -120,7 +124,7 @@ def needed_words(parse: DependencyParse, kept: set[int]) -> set[int]:
         subjects = _children(parse, position, SUBJECT_LABELS)
         if label in CLAUSE_LABELS + ("parataxis",) and subjects:  # a finite subordinate clause
             needed.update(subjects[:1])
-            needed.update(_children(parse, position, ("mark", "aux")))
+            needed.update(_children(parse, position, ("mark", "aux", "auxpass")))
             needed.update(c for c in _children(parse, position, ("advmod",))
                           if parse.tokens[c].tag.startswith("W"))
     return needed - kept
