@@ -10,10 +10,11 @@ labellings): a conditional's antecedent, a reporting clause, a privative adjecti
   negation's scope is; the conditioned clause stays an embedding's scope (kept with its "if").
   "unless" is not downward in its clause ("C unless A" is "if not A, C"; a weaker A, a weaker
   claim), nor "if" in a complement ("I wonder if he came"), nor "when".
-- *A reporting clause set off inside or before what it reports* ("Mr. Kennedy, Mr. White
-  believes, had mastered politics"; 'Ritter proceeded, "You now emerge into a new epoch"'): the
-  parser hangs the reporting verb under the reported clause (`parataxis`, or `ccomp` the wrong
-  way round), so no embedding verb is above it. A verb with its own subject and nothing it
+- *A reporting clause set off inside, before or after what it reports* ("Mr. Kennedy, Mr.
+  White believes, had mastered politics"; 'Ritter proceeded, "You now emerge into a new
+  epoch"'; "..., Robinson related, he stopped the bus"; "..., Reama said here yesterday."): the
+  parser hangs the reporting verb under the reported clause (`parataxis`, `ccomp` the wrong way
+  round, `advcl`, `conj`), so no embedding verb is above it. A verb with its own subject and nothing it
   governs but adverbs and punctuation, set off by a comma or a quotation mark, whose head is a
   verb, is read as an embedding over its head's clause: a backbone that keeps the reported
   claim keeps who reports it.
@@ -28,7 +29,12 @@ labellings): a conditional's antecedent, a reporting clause, a privative adjecti
 from __future__ import annotations
 
 from sentray.sifter.dependency_parse import DependencyParse
-from sentray.sifter.operator_lexicon import COMPLEMENT_LABELS, EMBEDDING_LEMMAS, stems
+from sentray.sifter.operator_lexicon import (
+    COMPLEMENT_LABELS,
+    EMBEDDING_LEMMAS,
+    SPEECH_LEMMAS,
+    stems,
+)
 
 CONDITIONAL_MARKS = frozenset({"if"})
 INVERTED_CONDITIONALS = frozenset({"should", "had", "were"})  # before their subject
@@ -64,29 +70,44 @@ def antecedent(parse: DependencyParse, position: int) -> int | None:
 
 
 REPORTING_LABELS = ("parataxis", "ccomp")
+TRAILING_LABELS = ("conj", "advcl")  # spaCy's other guesses: "..., Reama said here yesterday."
 SET_OFF = frozenset({",", '"', "``", "''", "\u201c", "\u201d", "--"})
-ONLY_MODIFIERS = ("nsubj", "advmod", "punct", "aux", "neg", "npadvmod")  # what a reporting
-# verb may govern besides its subject: "Mr. White firmly believes", "he did not say"
+# what a reporting verb may govern besides its subject: "Mr. White firmly believes", "he did
+# not say", "so the Court (in effect) now decides"
+ONLY_MODIFIERS = ("nsubj", "advmod", "punct", "aux", "neg", "npadvmod", "prep", "obl")
+
+
+def _only_modifies(parse: DependencyParse, verb: int) -> bool:
+    """Whether the verb governs nothing but a subject, adverbs, punctuation, an "as" ("as he
+    said") and a pronoun object ("she told him")."""
+    return all(parse.label(c).startswith(ONLY_MODIFIERS)
+               or (parse.label(c).startswith("mark") and parse.word(c) == "as")
+               or (parse.label(c) in ("dobj", "obj", "dative", "iobj")
+                   and parse.tokens[c].tag == "PRP") for c in parse.children[verb])
 
 
 def reported_clause(parse: DependencyParse, position: int) -> int | None:
     """The head of the clause the verb at `position` reports (module docstring), or None."""
-    head = parse.head(position)
-    if head == position or not parse.label(position).startswith(REPORTING_LABELS) \
+    head, label = parse.head(position), parse.label(position)
+    if head == position or not label.startswith(REPORTING_LABELS + TRAILING_LABELS) \
             or not parse.tokens[position].tag.startswith("VB") \
-            or not parse.tokens[head].tag.startswith(("VB", "MD")):
-        return None
-    children = parse.children[position]
-    if not any(parse.label(c).startswith("nsubj") for c in children) or any(
-            not parse.label(c).startswith(ONLY_MODIFIERS) for c in children):
+            or not parse.tokens[head].tag.startswith(("VB", "MD")) \
+            or not _only_modifies(parse, position):
         return None
     reach = parse.subtree(position)
     beside = [t for t in (min(reach) - 2, min(reach) - 1, max(reach) + 1, max(reach) + 2)
               if 0 <= t < len(parse) and parse.tokens[t].punct] + [
-        c for c in children if parse.tokens[c].punct]
+        c for c in parse.children[position] if parse.tokens[c].punct]
     set_off = any(parse.word(t) in SET_OFF for t in beside)
-    return head if set_off and (stems(parse, position) & EMBEDDING_LEMMAS or any(
-        parse.word(t) in SET_OFF - {",", "--"} for t in beside)) else None
+    speech = bool(stems(parse, position) & EMBEDDING_LEMMAS)
+    if label.startswith(TRAILING_LABELS):  # a finite verb of speech only: "and he said nothing"
+        # has an object, "he ran, and smiled" no speech, "Wait for me, I'll be dressed" no tense
+        return head if set_off and stems(parse, position) & SPEECH_LEMMAS \
+            and parse.tokens[position].tag in ("VBD", "VBZ", "VBP") else None
+    if not any(parse.label(c).startswith("nsubj") for c in parse.children[position]):
+        return None
+    quoted = any(parse.word(t) in SET_OFF - {",", "--"} for t in beside)
+    return head if set_off and (speech or quoted) else None
 
 
 QUOTES = frozenset({'"', "``", "''", "\u201c", "\u201d"})

@@ -34,6 +34,16 @@ EMBEDDING_LEMMAS = frozenset({
     # implicative verbs (issue 55): "She forgot to lock the door." does not entail that she
     # locked it; "managed to" does, but not with "managed" dropped from a backbone that keeps more
     "forget", "manage", "neglect"})
+# Verbs of speech and report (issue 55's blind labellings): what they report is not stated as
+# a fact; they may also stand after it, set off ("..., Reama said here yesterday.")
+SPEECH_LEMMAS = frozenset({
+    "say", "claim", "allege", "insist", "suggest", "ask", "deny", "believe", "think",
+    "tell", "relate", "report", "state", "announce", "declare", "explain", "add", "remark",
+    "reply", "answer", "write", "argue", "contend", "maintain", "complain", "warn", "predict",
+    "estimate", "decide", "conclude", "testify", "counsel", "pronounce", "cry", "shout",
+    "whisper", "mutter", "murmur", "exclaim", "grumble", "yell", "recount", "assert", "promise",
+    "swear", "charge", "inform", "advise", "urge", "repeat", "respond", "retort", "rule"})
+EMBEDDING_LEMMAS |= SPEECH_LEMMAS
 # Of those, the negative ones: downward in their complement, like a negation ("denied that she
 # had taken the money" does not entail "denied that she had taken anything")
 NEGATIVE_LEMMAS = frozenset({"doubt", "deny", "refuse", "fail", "hesitate", "question",

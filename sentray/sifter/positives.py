@@ -85,11 +85,12 @@ UD_DELETED_POS = frozenset({"CCONJ", "SCONJ", "PRON"})
 # The issue that last changed what Y or Z is for the same settings (36: negations kept in Y's
 # backbone, no X repeated, correlative pairs in Z; 43: every operator's scope kept, "a few" in
 # Z; 55: quantifier phrases and sentence units; "55b": a backbone is a sentence, its
-# auxiliaries and object kept; "55e": a conditional's antecedent kept whole, a reporting
-# clause with what it reports, quoted speech under its verb, an embedding's complement whole, a
-# disjunction whole, a privative adjective with its noun, a hyphenated word whole); the job
-# records it, so an output made before is never resumed by this code
-VIEWS_REVISION = "55e"
+# auxiliaries and object kept; "55f": a conditional's antecedent kept whole, a reporting
+# clause with what it reports and verbs of speech as embeddings, quoted speech under its verb,
+# an embedding's complement whole, a disjunction whole, a privative adjective with its noun, a
+# hyphenated word whole); the job records it, so an output made before is never resumed by
+# this code
+VIEWS_REVISION = "55f"
 TripleChoice = Literal["random", "longest"]
 ZRule = Literal["penn", "ud"]
 BackboneSource = Literal["openie", "dependency", "none"]

@@ -74,6 +74,12 @@ def test_conditions_and_privative_adjectives(nlp, sentence, triples, backbone):
     # a reporting clause inside what it reports
     ("The plan, he said, was a failure from the start.", [("The plan", "was", "a failure")],
      "Plan he said was failure."),
+    # verbs of speech before, inside or after what they report (the blind labelling of 55e)
+    ("When 51st Street was reached, Robinson related, he stopped the bus and told the youths "
+     "he was going to call the CTA supervisor.", [("he", "stopped", "the bus")],
+     "When Street was reached Robinson related he stopped bus and told youths."),
+    ("He could put a stop to it, she told him again and again.", [("He", "could put", "a stop")],
+     "He could put stop she told him again."),
     # a disjunction whole ("Bridgework feel loose." was the labelling's)
     ("His bridgework or his plates feel loose and monstrous.",
      [("His bridgework", "feel", "loose")],
@@ -99,6 +105,14 @@ def test_conditions_and_privative_adjectives(nlp, sentence, triples, backbone):
 def test_speech_complements_disjunctions_and_words(nlp, sentence, triples, backbone):
     for seed in range(4):
         assert chosen(nlp, sentence, triples, seed) == (backbone, "dependency")
+
+
+def test_an_imperative_set_off_is_no_report(nlp):
+    """"Wait" heads an adverbial clause set off by a comma, but reports nothing: the triple
+    that leaves it out stands."""
+    sentence = "Wait for me, Laban, I'll be dressed in half a second."
+    triples = [("I", "'ll be dressed in", "half a second")]
+    assert chosen(nlp, sentence, triples) == ("I 'll be dressed in half a second.", "openie")
 
 
 @pytest.mark.parametrize("sentence,word,verb", [
