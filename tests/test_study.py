@@ -338,6 +338,49 @@ def test_the_sst2_rerun_at_views_revision_55b_reproduces_every_record():
     assert summary and summary == lstm_table.tables(lstm_table.RECORDS).split("| cell |")[0]
 
 
+def _sentray_imports(module: str) -> set[str]:
+    """The sentray modules `module` imports anywhere in its source (functions included)."""
+    import ast
+    import importlib.util
+
+    source = Path(importlib.util.find_spec(module).origin).read_text()
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:  # "from sentray.encode import
+            # model_loading": the package and, where they are modules, the names
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        found.update(n for n in names if n.startswith("sentray") and _is_module(n))
+    return found
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # "sentray.kit.validation.check_at_least": a function
+        return False
+
+
+def test_the_sst2_study_reads_no_views():
+    """The SST-2 records stand for every views revision (55b's re-run reproduced the records of
+    before issue 55; the SIFTER arm's views moved on to 55f): nothing the SST-2 job imports,
+    at any depth, is the augmentation's code (sentray.sifter), so no views revision can change
+    what it trains on."""
+    seen, todo = set(), ["sentray.lstm.job", "sentray.lstm.data", "sentray.lstm.loop",
+                         "sentray.lstm.lexicon", "sentray.lstm.classifier"]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        todo.extend(_sentray_imports(module))
+    assert "sentray.lstm.job" in seen and len(seen) > 10
+    assert not [m for m in seen if m.startswith("sentray.sifter")]
+
+
 def test_simcse_at_its_own_dropout_has_its_own_lr_choice_and_stands_beside_the_paper(study,
                                                                                      tmp_path):
     """replicate.sh's table: SimCSE at dropout 0.1 chooses its lr on its own seed-1 dev scores
