@@ -10,14 +10,16 @@ labellings): a conditional's antecedent, a reporting clause, a privative adjecti
   negation's scope is; the conditioned clause stays an embedding's scope (kept with its "if").
   "unless" is not downward in its clause ("C unless A" is "if not A, C"; a weaker A, a weaker
   claim), nor "if" in a complement ("I wonder if he came"), nor "when".
-- *A reporting clause set off inside, before or after what it reports* ("Mr. Kennedy, Mr.
-  White believes, had mastered politics"; 'Ritter proceeded, "You now emerge into a new
-  epoch"'; "..., Robinson related, he stopped the bus"; "..., Reama said here yesterday."): the
-  parser hangs the reporting verb under the reported clause (`parataxis`, `ccomp` the wrong way
-  round, `advcl`, `conj`), so no embedding verb is above it. A verb with its own subject and nothing it
-  governs but adverbs and punctuation, set off by a comma or a quotation mark, whose head is a
-  verb, is read as an embedding over its head's clause: a backbone that keeps the reported
-  claim keeps who reports it.
+- *A reporting clause set off inside, before or after what it reports* ("Mr. Kennedy, Mr. White
+  believes, had mastered politics"; 'Ritter proceeded, "You now emerge into a new epoch"'; "...,
+  Robinson related, he stopped the bus"; "..., Reama said here yesterday."): the parser hangs
+  the reporting verb under the reported clause (`parataxis`, `ccomp` the wrong way round,
+  `advcl`, `conj`), so no embedding verb is above it. A verb that governs nothing but its
+  subject, adverbs, prepositional phrases and punctuation, set off by a comma or a quotation
+  mark, whose head is a verb, is read as an embedding over its head's clause when it is a verb
+  of speech or report or stands by quotation marks (after what it reports: a finite verb of
+  speech, its subject not needed): a backbone that keeps the reported claim keeps who reports
+  it.
 - *A privative or modal adjective* ("the former Judy Chapman", "an alleged thief", "a possible
   cause") does not leave its noun's claim standing: "She is the former Judy Chapman" does not
   say she is Chapman. A backbone that keeps the noun keeps the adjective.

@@ -44,6 +44,8 @@ definite subject; "Some students did not pass" keeps "some").
 Subordinate clauses stay in a negation's scope ("I don't think you want to go" does not
 assert "you want to go"): the rule errs towards dropping a triple.
 
+Operators read off a clause's shape (a conditional's antecedent, a report, quoted speech, a
+privative adjective): `sentray.sifter.clause_operators`.
 An OpenIE triple that needs words it lacks is discarded (`triple_words.drops_scope`); the
 dependency backbone, built from X's tokens, is completed instead (`carry_scopes`). Why, and the
 audit of what X entails: docs/sifter-views.md.
@@ -54,13 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sentray.sifter.clause_operators import (
-    antecedent,
-    clause_complements,
-    disjuncts,
-    is_privative,
-    reported_clause,
-)
+from sentray.sifter import clause_operators as clauses
 from sentray.sifter.dependency_parse import DependencyParse
 from sentray.sifter.operator_lexicon import (
     ARTICLE_BOUND,
@@ -176,17 +172,18 @@ def operators(parse: DependencyParse) -> list[Operator]:
                                   "downward" if downward else "quantifier", tuple(span)))
         elif position in in_phrase:
             continue
-        elif (verb := antecedent(parse, position)) is not None:  # "if", "Should any ..."
+        elif (verb := clauses.antecedent(parse, position)) is not None:  # "if", "Should ..."
             found += [Operator(position, verb, "embedding"), Operator(position, verb, "downward")]
-        elif (reported := reported_clause(parse, position)) is not None:  # ", he said,"
+        elif (reported := clauses.reported_clause(parse, position)) is not None:  # ", he said,"
             found.append(Operator(position, reported, "embedding"))
-        elif is_privative(parse, position):  # "the former Judy Chapman"
+        elif clauses.is_privative(parse, position):  # "the former Judy Chapman"
             found.append(Operator(position, parse.head(position), "quantifier", (position,)))
         elif is_cue(parse, position):
             found.append(Operator(position, anchor(parse, position), "negation"))
         elif is_downward(parse, position):
             found.append(Operator(position, anchor(parse, position), "downward"))
-        elif token.tag.startswith("VB") and (complements := clause_complements(parse, position)):
+        elif token.tag.startswith("VB") and (
+                complements := clauses.clause_complements(parse, position)):
             kind = "downward" if stems(parse, position) & NEGATIVE_LEMMAS else "embedding"
             found.extend(Operator(position, c, kind) for c in complements)
         elif _word(parse, position) in EMBEDDING_MARKS and parse.head(position) != position \
@@ -240,7 +237,7 @@ def scope_top(parse: DependencyParse, op: Operator) -> int:
     if op.kind == "embedding":
         conditions = (_label(parse, op.anchor).startswith("advcl")
                       and _word(parse, op.trigger) in EMBEDDING_MARKS) \
-            or antecedent(parse, op.trigger) is not None
+            or clauses.antecedent(parse, op.trigger) is not None
         return parse.head(op.anchor) if conditions else op.anchor
     top = op.anchor
     if _quantifies_argument(parse, op):
@@ -323,7 +320,7 @@ def carry_scopes(parse: DependencyParse, kept: set[int]) -> set[int]:
                 kept.update(c for t in kept & closed[op] for c in parse.children[t]
                             if c in closed[op])
         kept |= bound_articles(parse, kept)
-        kept |= needed_words(parse, kept) | disjuncts(parse, kept)
+        kept |= needed_words(parse, kept) | clauses.disjuncts(parse, kept)
         if len(kept) == before:
             return kept
     raise AssertionError("carry_scopes did not settle")  # unreachable: kept only grows
