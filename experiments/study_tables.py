@@ -293,7 +293,7 @@ def views_section(args, readout: str, runs: list[dict], tasks: list[str]) -> lis
     paired differences of `views_rows` (nothing where there are no such records yet)."""
     from sentray.evaluation.sts import SHORT_NAMES
 
-    out = []
+    out, before = [], []
     for folder in getattr(args, "views_records", None) or []:
         later = [load(p.parent) for p in sorted(Path(folder).glob(f"{readout}/*/results.json"))]
         if not later:
@@ -305,7 +305,24 @@ def views_section(args, readout: str, runs: list[dict], tasks: list[str]) -> lis
         out.append("|" + "---|" * (len(tasks) + 4))
         rows, _ = run_rows(later, tasks, Path(folder))
         out += rows + views_rows(runs, later, tasks)
+        out += [row for earlier in before for row in later_views_rows(earlier, later, tasks)]
+        before.append(later)
     return out
+
+
+def later_views_rows(earlier: list[dict], later: list[dict], tasks: list[str]) -> list[str]:
+    """The later views' SIFTER − an earlier --views-records folder's, paired by lr and seed."""
+    old = {(r["run"].lr, r["run"].seed): r for r in earlier
+           if (r["run"].objective, r["run"].tag) == ("sifter", "")}
+    new = {(r["run"].lr, r["run"].seed): r for r in later
+           if (r["run"].objective, r["run"].tag) == ("sifter", "")}
+    rows = []
+    for lr in sorted({k[0] for k in new}):
+        pairs = [(new[k], old[k]) for k in sorted(new) if k[0] == lr and k in old]
+        if pairs:
+            rows.append(difference_line(f"SIFTER on {views_of(pairs[0][0])} − SIFTER on "
+                                        f"{views_of(pairs[0][1])}, lr {lr:g}", pairs, tasks))
+    return rows
 
 
 def tables(args) -> str:

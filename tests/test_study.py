@@ -33,7 +33,7 @@ def study():
 
 
 def write_run(study, root: Path, objective: str, seed: int, lr: float, score: float, dev: float,
-              tag: str = "", lambdas: str | None = None, views: int | None = None) -> None:
+              tag: str = "", lambdas: str | None = None, views: int | str | None = None) -> None:
     run = study.Run("cls", objective, seed, 300, lr, lambdas, tag)
     folder = root / run.name  # a run's records, as --records holds them
     folder.mkdir(parents=True)
@@ -108,6 +108,16 @@ def test_sifter_on_later_views_is_paired_beside_the_old(study, tmp_path):
     before = rows["**SIFTER on a7babc3's views at lr 1e-05 − SimCSE at its dev-chosen lr 3e-05, "
                   "paired over 2 seeds**"]
     assert "| 2 | -1.50 ± 0.71 | -1.50 ± 0.71 |" in before  # the same seeds: 71 - 73, 72 - 73
+    # a third views folder is set against the second too, seed by seed (issue 55: 55f vs 55)
+    newest = tmp_path / "runs-views55f"
+    for seed in (1, 2, 3):
+        write_run(study, newest, "sifter", seed, 1e-5, 73.0 + seed, dev=85.6, views="55f")
+    args.views_records = [str(later), str(newest)]
+    rows = {line.split("|")[1].strip(): line for line in study.tables(args).splitlines()
+            if "|" in line}
+    against = rows["**SIFTER on views revision 55f − SIFTER on views revision 55, lr 1e-05, "
+                   "paired over 2 seeds**"]
+    assert "| 2 | -0.50 ± 0.71 | -0.50 ± 0.71 |" in against  # 74 - 74, 75 - 76
     assert "| 2 | 4.00 ± 1.41 |" in rows[  # 74 - 71, 76 - 71
         "**SIFTER on views revision 55 at lr 1e-05 − SimCSE at lr 1e-05, paired over 2 seeds**"]
     assert "| 2 | 3.50 ± 0.71 |" in rows[  # 74 - 71, 76 - 72
