@@ -15,20 +15,15 @@ import itertools
 import random
 
 import pytest
+from test_backbone_sentences import chosen  # (backbone, source) of X with these triples
 from test_corenlp import ud_sentence
 
 from sentray.sifter.clause_operators import antecedent, is_privative
 from sentray.sifter.corenlp import backbone_from_annotation
 from sentray.sifter.dependency_parse import DependencyParse
-from sentray.sifter.positives import Triple, augment, choose_backbone, row_rng
+from sentray.sifter.positives import choose_backbone, row_rng
 
 pytest.importorskip("spacy", reason="the openie extra is not installed")
-
-
-def chosen(nlp, sentence: str, triples: list[tuple[str, str, str]], seed: int = 0):
-    made = augment(sentence, nlp(sentence), [Triple(*t) for t in triples],
-                   rng=row_rng(seed, "t:1"))
-    return made.backbone, made.backbone_source
 
 
 @pytest.mark.parametrize("sentence,triples,backbone", [
