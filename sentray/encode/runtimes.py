@@ -99,17 +99,25 @@ def onnxruntime_session(graph: bytes, threads: int | None = None):
 # longest first, ran 5,000 rows at the same rate either way (by hand: 220-223/s, AMD EPYC).
 OPENVINO_SHAPE_CACHE = 100
 
+# The CPU plugin pins its threads to cores on Linux by default, the same first cores in every
+# process: a node's actors, each with its own encoder, all ran on the same cores. Two 1-thread
+# processes on this project's 2-core AMD EPYC: 46.5 + 46.5 sentences/s pinned, 92.9 + 92.5 not
+# (one process on both cores: 176-178 either way; by hand, 32 x 40-token batches). ONNX Runtime
+# and torch, at the threads they are given, pin nothing. So no process of ours pins.
+OPENVINO_PINNING = False
+
 
 def openvino_request(graph: bytes, precision: str, threads: int | None = None):
     """An infer request of an ONNX graph compiled by OpenVINO's CPU plugin at `precision`'s
-    hint, on `threads` threads (default: torch's), one stream, its cache of kernels made for
-    each input shape held to OPENVINO_SHAPE_CACHE entries."""
+    hint, on `threads` threads (default: torch's), one stream, its threads not pinned to cores
+    (OPENVINO_PINNING), its cache of kernels made for each input shape held to
+    OPENVINO_SHAPE_CACHE entries."""
     openvino = runtime_module("openvino")
     core = openvino.Core()
     return core.compile_model(core.read_model(graph), "CPU", {
         "INFERENCE_PRECISION_HINT": OPENVINO_HINTS[precision],
         "INFERENCE_NUM_THREADS": threads or torch.get_num_threads(), "NUM_STREAMS": 1,
-        "PERFORMANCE_HINT": "LATENCY",
+        "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": OPENVINO_PINNING,
         "CPU_RUNTIME_CACHE_CAPACITY": OPENVINO_SHAPE_CACHE}).create_infer_request()
 
 

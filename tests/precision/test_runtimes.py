@@ -98,3 +98,15 @@ def test_openvino_compiles_at_the_f32_hint_with_a_bounded_shape_cache(monkeypatc
     compiled = runtimes.openvino_request(graph, "fp32", 1).get_compiled_model()
     assert "float32" in str(compiled.get_property("INFERENCE_PRECISION_HINT"))
     assert given[-1]["CPU_RUNTIME_CACHE_CAPACITY"] == runtimes.OPENVINO_SHAPE_CACHE
+
+
+def test_openvino_leaves_its_threads_unpinned_so_a_nodes_actors_use_every_core():
+    """The CPU plugin pins its threads to the first cores by default on Linux, the same ones
+    in every process: two 1-thread actors on a 2-core node shared one core (half the rows a
+    second). The compiled model reports the setting it runs with."""
+    from sentray.encode import runtimes
+    from sentray.precision import int8_products
+
+    graph = int8_products.product_graph(np.eye(8, dtype=np.float32), False, 1.0)
+    compiled = runtimes.openvino_request(graph, "fp32", 1).get_compiled_model()
+    assert compiled.get_property("ENABLE_CPU_PINNING") is False
