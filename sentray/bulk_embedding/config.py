@@ -65,6 +65,11 @@ class VectorConfig:
         return vectors.normalize(out) if self.normalize else out.astype(np.float32, copy=False)
 
 
+# Rows per actor call: an actor sorts each block by length, and a larger block pads less (the
+# first 50,000 Brown rows, batches of 32: 8.2% padding in blocks of 1,024, 3.1% in 4,096,
+# docs/benchmarks.md); a part file a block, a quarter as many to list and compact as at 1,024.
+ROWS_PER_BATCH = 4096
+
 
 @dataclass(frozen=True)
 class EmbedConfig:
@@ -75,7 +80,8 @@ class EmbedConfig:
     output: str = "out/embeddings"  # output folder, local or s3://
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     vector: VectorConfig = field(default_factory=VectorConfig)
-    pool: ActorPoolConfig = field(default_factory=ActorPoolConfig)
+    pool: ActorPoolConfig = field(
+        default_factory=lambda: ActorPoolConfig(rows_per_batch=ROWS_PER_BATCH))
     # once an input file is done, merge its parts (one per actor block) into files of this many
     # rows; default: files of about 256 MB (384-d float32: ~170,000 rows a file; int8: ~640,000);
     # 0: keep one file per actor block

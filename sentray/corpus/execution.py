@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 
 from sentray.corpus import part_files
-from sentray.corpus.actor_pool import BLOCKS_PER_CALL, ActorPlan, ActorPoolConfig, block_rows
+from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig, block_rows, in_process_calls
 from sentray.corpus.reading import corpus_datasource, read_task, read_tasks
 from sentray.corpus.sources import CorpusConfig
 
@@ -138,11 +138,11 @@ def in_process_chosen(pool: ActorPoolConfig, rows_to_do: int) -> bool:
 def run_in_process(pending: Sequence, corpus: CorpusConfig, plan: ActorPlan,
                    route: part_files.Route, pool: ActorPoolConfig) -> dict:
     """Every row still to do (`pending`: `source_runs.Pending`), read, passed through one actor
-    built from `plan` in blocks (the first one `pool.rows_per_batch` rows, the others
-    BLOCKS_PER_CALL times that) and written where `route` says. Returns the timings the Ray
-    path gives (`run_actor_pool`)."""
+    built from `plan` in blocks (`actor_pool.in_process_calls`: the first one small, so that
+    its part lands early) and written where `route` says. Returns the timings the Ray path
+    gives (`run_actor_pool`)."""
     started = time.time()
-    rows = pool.rows_per_batch * BLOCKS_PER_CALL
+    first, rows = in_process_calls(pool)
     corpus = dataclasses.replace(corpus, rows_per_block=rows)
     actor = plan.build()
     buffered: list[pa.Table] = []
@@ -151,7 +151,7 @@ def run_in_process(pending: Sequence, corpus: CorpusConfig, plan: ActorPlan,
     for source, row_groups, first_row, runs in read_tasks(work, corpus):
         for table in read_task(source, row_groups, first_row, runs, corpus):
             buffered.append(table)
-            size = rows if first_write else pool.rows_per_batch
+            size = rows if first_write else first
             while sum(t.num_rows for t in buffered) >= size:
                 block = pa.concat_tables(buffered, promote_options="permissive")
                 buffered = [block.slice(size)]

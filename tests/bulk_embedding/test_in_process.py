@@ -102,3 +102,16 @@ def test_the_first_part_is_one_block_so_it_lands_early(no_ray, tiny_model_dir, b
                              key=lambda p: int(p.name.split("-")[1]))]
     assert sizes == [64, 512, 24]
     assert read_output(tmp_path / "out").column("row").to_pylist() == list(range(600))
+
+
+def test_in_process_calls_start_small_whatever_the_block():
+    """The embed job's blocks are 4,096 rows (less padding on Ray); in process its first call
+    still takes at most FIRST_CALL_ROWS, so the first part lands as early as with 1,024-row
+    blocks, and later calls take BLOCKS_PER_CALL blocks."""
+    from sentray.bulk_embedding.config import EmbedConfig
+    from sentray.corpus.actor_pool import BLOCKS_PER_CALL, FIRST_CALL_ROWS, in_process_calls
+
+    pool = EmbedConfig().pool
+    assert pool.rows_per_batch == 4096
+    assert in_process_calls(pool) == (FIRST_CALL_ROWS, 4096 * BLOCKS_PER_CALL)
+    assert in_process_calls(ActorPoolConfig(rows_per_batch=64)) == (64, 64 * BLOCKS_PER_CALL)
