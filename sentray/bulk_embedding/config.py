@@ -67,7 +67,7 @@ class VectorConfig:
 
 # Rows per actor call: an actor sorts each block by length, and a larger block pads less (the
 # first 50,000 Brown rows, batches of 32: 8.2% padding in blocks of 1,024, 3.1% in 4,096,
-# docs/benchmarks.md); a part file a block, a quarter as many to list and compact as at 1,024.
+# bench/results/embed-padding-50k-amd.txt); a part file a block, a quarter as many as at 1,024.
 ROWS_PER_BATCH = 4096
 
 

@@ -101,9 +101,10 @@ OPENVINO_SHAPE_CACHE = 100
 
 # The CPU plugin pins its threads to cores on Linux by default, the same first cores in every
 # process: a node's actors, each with its own encoder, all ran on the same cores. Two 1-thread
-# processes on this project's 2-core AMD EPYC: 46.5 + 46.5 sentences/s pinned, 92.9 + 92.5 not
-# (one process on both cores: 176-178 either way; by hand, 32 x 40-token batches). ONNX Runtime
-# and torch, at the threads they are given, pin nothing. So no process of ours pins.
+# processes on this project's 2-core AMD EPYC: 27.7 + 27.7 Brown sentences/s pinned, 58.7 + 58.4
+# not, one 2-thread process 106.2 (bench/bench_pinning.py, bench/results/pinning-amd.json); one
+# process on both cores ran as fast either way (by hand). ONNX Runtime and torch, at the threads
+# they are given, pin nothing. So no process of ours pins.
 OPENVINO_PINNING = False
 
 
