@@ -62,41 +62,6 @@ def cpu_line() -> str:
     return f"CPU: {cpu_info()['name']}, {os.cpu_count()} CPUs, {bf16}"
 
 
-# Rows an actor call sorts by length, as blocks of the job's Ray path cut them (each block
-# sorted on its own): the embed job's blocks before issue 54's third round, and now
-BLOCK_ROWS = (1024, 4096)
-
-
-def padding_table(model: str, sentences: list[str], batch_size: int, budget: int) -> str:
-    """Forward passes and padding of fixed batches of `batch_size` vs a token budget on the
-    same sentences sorted by length all at once, and of fixed batches in blocks of BLOCK_ROWS
-    rows, each sorted on its own (the shapes the encoder would run; no model call)."""
-    from sentray.encode.config import EncoderConfig
-    from sentray.encode.encoder import SentenceEncoder
-    from sentray.precision.plan import plan_encoder
-
-    rows = ["| batching | forward passes | padded tokens | real tokens | padding |",
-            "|---|---|---|---|---|"]
-    fixed = EncoderConfig(model=model, device="cpu", batch_size=batch_size, runtime="torch")
-    runs = [(f"fixed, {batch_size} sentences", fixed, len(sentences)),
-            (f"token budget {budget}", EncoderConfig(
-                model=model, device="cpu", max_tokens_per_batch=budget, runtime="torch"),
-             len(sentences))]
-    runs += [(f"fixed, {batch_size} sentences, in blocks of {block:,} rows", fixed, block)
-             for block in BLOCK_ROWS]
-    for label, config, block in runs:
-        encoder = SentenceEncoder(plan_encoder(config))
-        passes = padded = real = 0
-        for start in range(0, len(sentences), block):
-            tokens = encoder.tokenize(sentences[start:start + block])
-            for batch in encoder.length_sorted_batches(tokens):
-                passes += 1
-                padded += batch.input_ids.numel()
-                real += int(batch.attention_mask.sum())
-        rows.append(f"| {label} | {passes} | {padded} | {real} | {1 - real / padded:.2%} |")
-    return "\n".join(rows)
-
-
 def job_runs(size: int, corpus: Path, work: Path, args, stsb) -> list[dict]:
     """jobs/embed.py at its default and at auto (and auto on its Ray pool), each a first run in
     a fresh cache; each with its plan's encoder alone in this process."""
@@ -306,13 +271,11 @@ def main() -> None:
     import torch
 
     print(cpu_line(), embed_peers.cpu_flags_line(embed_peers.cpu_flags()), sep="\n")
-    padding = padding_table(args.model, sentences[:sizes[0]], 32, args.max_tokens_per_batch)
+    padding = embed_runs.padding_table(args.model, sentences[:sizes[0]], 32,
+                                       args.max_tokens_per_batch)
     print(padding)
     if args.padding_only:
-        if args.json:
-            Path(args.json).write_text(json.dumps({"cpu": cpu_line(), "sentences": sizes[0],
-                                                   "padding": padding}, indent=1) + "\n")
-        return
+        return write(args.json, {"cpu": cpu_line(), "sentences": sizes[0], "padding": padding})
     threads = torch.get_num_threads()
     gemm = embed_runs.gemm_rates(threads)
     from sentray.encode.encoder import special_tokens  # noqa: F401 (torch-heavy import, once)

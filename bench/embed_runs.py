@@ -8,7 +8,8 @@
 - `encoder_seconds`: the encoder of the plan a job ran, in this process (load + encode): what
   the job's rows cost without the job around them;
 - `flops_per_token` (from the model's config) and `gemm_rates` (torch's 2048 x 2048 GEMM at fp32,
-  bf16 and int8, on the same threads): the figures the FLOP-rate ratio is made of.
+  bf16 and int8, on the same threads): the figures the FLOP-rate ratio is made of;
+- `padding_table`: the padding of each way of cutting the sentences into sorted batches.
 """
 
 from __future__ import annotations
@@ -135,3 +136,40 @@ def gemm_rates(threads: int, size: int = 2048, seconds: float = 1.0) -> dict[str
                 break
         rates[name] = 2.0 * n ** 3 * repeats / (time.perf_counter() - start)
     return rates
+
+
+# Rows each actor call sorts by length (each call sorted on its own; the last size repeats): the
+# embed job's Ray blocks before issue 54's third round and now, and its calls in its own process
+CALLS = (("in blocks of 1,024 rows", (1024,)), ("in blocks of 4,096 rows", (4096,)),
+         ("in calls of 1,024 then 32,768 rows (in process)", (1024, 32768)))
+
+
+def padding_table(model: str, sentences: list[str], batch_size: int, budget: int) -> str:
+    """Forward passes and padding of fixed batches of `batch_size` vs a token budget on the
+    same sentences sorted by length all at once, and of fixed batches in the CALLS' blocks,
+    each sorted on its own (the shapes the encoder would run; no model call)."""
+    from sentray.encode.config import EncoderConfig
+    from sentray.encode.encoder import SentenceEncoder
+    from sentray.precision.plan import plan_encoder
+
+    rows = ["| batching | forward passes | padded tokens | real tokens | padding |",
+            "|---|---|---|---|---|"]
+    fixed = EncoderConfig(model=model, device="cpu", batch_size=batch_size, runtime="torch")
+    runs = [(f"fixed, {batch_size} sentences", fixed, (len(sentences),)),
+            (f"token budget {budget}", EncoderConfig(
+                model=model, device="cpu", max_tokens_per_batch=budget, runtime="torch"),
+             (len(sentences),))]
+    runs += [(f"fixed, {batch_size} sentences, {label}", fixed, calls) for label, calls in CALLS]
+    for label, config, calls in runs:
+        encoder = SentenceEncoder(plan_encoder(config))
+        passes = padded = real = start = call = 0
+        while start < len(sentences):
+            block = calls[min(call, len(calls) - 1)]
+            tokens = encoder.tokenize(sentences[start:start + block])
+            start, call = start + block, call + 1
+            for batch in encoder.length_sorted_batches(tokens):
+                passes += 1
+                padded += batch.input_ids.numel()
+                real += int(batch.attention_mask.sum())
+        rows.append(f"| {label} | {passes} | {padded} | {real} | {1 - real / padded:.2%} |")
+    return "\n".join(rows)

@@ -7,10 +7,11 @@ failed run's actor pool go.
 
 In process: at most `--in-process-rows` rows to do (default 100,000) and no cluster to run on
 (no --address, no $RAY_ADDRESS, no Ray already running in the process: the job would start a
-private one on this machine for it). On this project's 2-core machine a private cluster cost
-14 s before its first rows (Ray's own processes and two actors importing torch at once) and its
-two one-thread actors embedded at 0.7x one process's two threads (`bench/bench_embed.py`,
-docs/benchmarks.md). There the same reader (`reading.read_task`), the same actor class, built
+private one on this machine for it). On this project's 2-core machine a private cluster put
+the first row 13 s later (Ray's own processes, two actors importing torch and OpenVINO at once)
+and its two one-thread actors ran the rows 5.6% slower than one process's two threads: the
+Ray path was 0.82x the in-process run at 10,000 rows and 0.90x at 50,000
+(`bench/bench_embed.py`, bench/results/embed-54-amd.json). There the same reader (`reading.read_task`), the same actor class, built
 once, the same parts (`part_files.write_block`), accounting and compaction run in this process,
 on every core its torch uses. What it gives up: nothing an input this small needs (the pool,
 the actors' restarts: a failed run is rerun and redoes only its missing rows, as after any stop).
