@@ -195,15 +195,21 @@ def candidates_table(rows: list[dict], chosen: list[dict]) -> str:
     that passes its gate."""
     from sentray.precision.probe import EXACT_TOLERANCE, GATES
 
-    def passed(row):
-        return (row["max_difference"] <= EXACT_TOLERANCE if row["precision"] == "fp32"
-                else row["cosine_min"] >= GATES[row["precision"]])
+    def passed(row):  # a row the runtime does not run as asked is no candidate (the probe's)
+        return row.get("runs_as_asked", True) and (
+            row["max_difference"] <= EXACT_TOLERANCE if row["precision"] == "fp32"
+            else row["cosine_min"] >= GATES[row["precision"]])
+
+    def verdict(row):
+        if not row.get("runs_as_asked", True):
+            return "not a candidate: the runtime does not run it as asked on this CPU"
+        return "passed" if passed(row) else "failed"
 
     lines = ["| runtime | precision | sentences/s | max difference | min cosine | gate |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {r['runtime']} | {r['precision']} | {r['rate']:.0f} | "
-              f"{r['max_difference']:.1e} | {r['cosine_min']:.5f} | "
-              f"{'passed' if passed(r) else 'failed'} |" for r in rows]
+              f"{r['max_difference']:.1e} | {r['cosine_min']:.5f} | {verdict(r)} |"
+              for r in rows]
     rate = {(r["runtime"], r["precision"]): r["rate"] for r in rows}
     for run in chosen:  # fp32 (the default) chooses among the exact candidates only
         fastest = max((r for r in rows if passed(r) and (run["job"] != "default"

@@ -6,7 +6,7 @@ Each of `--processes` processes (default: one per CPU) compiles the same ONNX gr
 model, mean pooling, exported as the job exports it) on OpenVINO at an f32 hint with
 `--threads` threads each (default 1: an actor's CPU), warms up, then runs the same batch of 32
 Brown sentences for `--seconds`; the processes start together. Printed: each configuration's
-sentences/s summed over the processes, and one process alone on every CPU, for scale.
+sentences/s summed over the processes, and one process alone on every CPU, pinned and not.
 
     python bench/bench_pinning.py --json bench/results/pinning-amd.json
 """
@@ -103,16 +103,17 @@ def main() -> None:
     cpu = f"{cpu_info()['name']}, {os.cpu_count()} CPUs"
     with tempfile.TemporaryDirectory(prefix="bench-pinning-") as folder:
         graph = export_graph(Path(folder))
-        runs = [run_together(graph, args, args.processes, args.threads, pinned)
+        runs = [run_together(graph, args, processes, threads, pinned)
+                for processes, threads in ((args.processes, args.threads), (1, os.cpu_count()))
                 for pinned in (True, False)]
-        runs.append(run_together(graph, args, 1, os.cpu_count(), False))
     print(f"CPU: {cpu}; {args.processes} processes x {args.threads} OpenVINO thread(s), f32 "
           f"hint, batches of 32 Brown sentences, {args.seconds:.0f} s each")
     print("| processes x threads | pinned | sentences/s each | in all |\n|---|---|---|---|")
     for run in runs:
         print(f"| {run['processes']} x {run['threads']} | {'yes' if run['pinned'] else 'no'} | "
               f"{', '.join(str(r) for r in run['rates'])} | {run['total']} |")
-    print(f"not pinned / pinned: {runs[1]['total'] / runs[0]['total']:.2f}x")
+    print(f"not pinned / pinned: {runs[1]['total'] / runs[0]['total']:.2f}x with "
+          f"{args.processes} processes, {runs[3]['total'] / runs[2]['total']:.2f}x with one")
     if args.json:
         Path(args.json).write_text(json.dumps({"cpu": cpu, "runs": runs}, indent=1) + "\n")
 

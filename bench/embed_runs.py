@@ -60,9 +60,12 @@ def plan_of(model: str, runtime: str, precision: str):
 
 def candidate_rates(model: str, sentences: list[str]) -> list[dict]:
     """Every runtime x precision of the probe's grid on `sentences`, in this process, at steady
-    state (its first 256 sentences once, untimed, then all of them timed): sentences/s, and
-    the largest difference of a component and the lowest cosine to torch fp32's vectors."""
+    state (its first 256 sentences once, untimed, then all of them timed): sentences/s, the
+    largest difference of a component and the lowest cosine to torch fp32's vectors, and
+    whether the runtime runs that precision as itself here (`runtime_runs`: the probe times
+    no other; OpenVINO's bf16 hint runs f32 on a CPU without bf16, the fp32 candidate again)."""
     from sentray.encode.encoder import SentenceEncoder
+    from sentray.precision.artefacts import runtime_runs
     from sentray.precision.probe import GRID, available, cosines
 
     rows, reference = [], None
@@ -77,7 +80,8 @@ def candidate_rates(model: str, sentences: list[str]) -> list[dict]:
         reference = vectors if reference is None else reference
         rows.append({"runtime": runtime, "precision": precision, "rate": rate,
                      "max_difference": float(np.abs(vectors - reference).max()),
-                     "cosine_min": float(cosines(vectors, reference).min())})
+                     "cosine_min": float(cosines(vectors, reference).min()),
+                     "runs_as_asked": runtime_runs(runtime, precision)})
     return rows
 
 

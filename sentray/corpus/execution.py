@@ -11,10 +11,11 @@ private one on this machine for it). On this project's 2-core machine a private 
 the first row 13 s later (Ray's own processes, two actors importing torch and OpenVINO at once)
 and its two one-thread actors ran the rows 5.6% slower than one process's two threads: the
 Ray path was 0.82x the in-process run at 10,000 rows and 0.90x at 50,000
-(`bench/bench_embed.py`, bench/results/embed-54-amd.json). There the same reader (`reading.read_task`), the same actor class, built
-once, the same parts (`part_files.write_block`), accounting and compaction run in this process,
-on every core its torch uses. What it gives up: nothing an input this small needs (the pool,
-the actors' restarts: a failed run is rerun and redoes only its missing rows, as after any stop).
+(`bench/bench_embed.py`, bench/results/embed-54-amd.json). There the same reader
+(`reading.read_task`), the same actor class, built once, the same parts
+(`part_files.write_block`), accounting and compaction run in this process, on every core its
+torch uses. What it gives up: nothing an input this small needs (the pool, the actors'
+restarts: a failed run is rerun and redoes only its missing rows, as after any stop).
 """
 
 from __future__ import annotations

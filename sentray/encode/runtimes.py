@@ -101,10 +101,10 @@ OPENVINO_SHAPE_CACHE = 100
 
 # The CPU plugin pins its threads to cores on Linux by default, the same first cores in every
 # process: a node's actors, each with its own encoder, all ran on the same cores. Two 1-thread
-# processes on this project's 2-core AMD EPYC: 27.7 + 27.7 Brown sentences/s pinned, 58.7 + 58.4
-# not, one 2-thread process 106.2 (bench/bench_pinning.py, bench/results/pinning-amd.json); one
-# process on both cores ran as fast either way (by hand). ONNX Runtime and torch, at the threads
-# they are given, pin nothing. So no process of ours pins.
+# processes on this project's 2-core AMD EPYC: 28.7 + 28.7 Brown sentences/s pinned, 57.7 + 58.1
+# not; one 2-thread process 108.1 pinned, 106.4 not (bench/bench_pinning.py,
+# bench/results/pinning-amd.json). ONNX Runtime and torch, at the threads they are given, pin
+# nothing. So no process of ours pins.
 OPENVINO_PINNING = False
 
 
