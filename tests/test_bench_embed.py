@@ -34,3 +34,23 @@ def test_bench_embed_times_the_job_and_a_peer_and_judges_the_goals(tmp_path, dat
     assert (job["runtime"], job["precision"]) == ("torch", "fp32") and job["seconds"] > 0
     assert job["stsb"] > 75 and peer["seconds"] > 0
     assert "goal: best FLOP ratio" in run.stdout
+
+
+def test_a_row_its_runtime_does_not_run_as_asked_is_no_candidate(monkeypatch):
+    """OpenVINO's bf16 hint runs f32 on a CPU without bf16: the fp32 candidate timed again (7%
+    apart in one run). The probe never times such a row (`runtime_runs`), so the bench does not
+    hold `auto`'s choice to it."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import bench_embed
+
+    rows = [{"runtime": "openvino", "precision": "fp32", "rate": 229.0, "max_difference": 1e-6,
+             "cosine_min": 1.0, "runs_as_asked": True},
+            {"runtime": "openvino", "precision": "bf16", "rate": 245.0, "max_difference": 1e-6,
+             "cosine_min": 1.0, "runs_as_asked": False}]
+    chosen = [{"run": "auto", "job": "auto", "runtime": "openvino", "precision": "fp32"}]
+    table = bench_embed.candidates_table(rows, chosen)
+    assert "not a candidate" in table
+    assert "candidate's (openvino fp32): 1.00x (goal >= 0.95): met" in table
+    rows[1]["runs_as_asked"] = True  # a bf16 that runs as itself is held to
+    assert "(openvino bf16): 0.93x (goal >= 0.95): NOT met" in bench_embed.candidates_table(
+        rows, chosen)
