@@ -1,212 +1,210 @@
-"""`EmbedBatch`, the Ray Data callable class of the embedding job: the encoder loads once per
-actor; each call embeds one block of the reader's numbered rows and gives every row a `status`:
+"""The embedding job's actors. A row goes through three stages:
+
+    TokenizeRows (CPU)   records -> status, dedupe key, the token ids of its windows
+                         (sentray.bulk_embedding.tokenizing)
+    EncodeTokens         token ids -> pooled vectors: the model, and nothing else
+    StoreVectors (CPU)   pooled -> stored vectors in the output's columns
+                         (sentray.bulk_embedding.storing)
+
+On a GPU pool (or `--tokenize own-stage`) each is its own Ray Data step: tokenizing and storing
+run in Ray tasks on the nodes' CPUs, and the actor that holds a GPU only receives token ids,
+moves them to the device (the next batch's copy made while the last one computes) and runs the
+model. On a CPU pool and in the job's own process one actor, `EmbedBatch`, runs the three in
+turn: a hand-off between processes would only add work there.
+
+Every row gets a `status`:
 
     ok | truncated (longer than the model reads: embedded from its start) | chunked (embedded
     as the weighted mean of its windows, --long-text chunk) | null | empty | invalid_utf8
 
 with a null embedding for null, empty and invalid_utf8. Identical texts are encoded once: within
-a block, and across the blocks an actor has seen (an LRU cache of `dedupe_cache_rows` vectors,
-keyed by a 128-bit hash of the text); the rows that took a twin's vector are counted
-(`_copied`, summed into each part's metadata and the job's summary).
+a block (the tokenizer marks the twins), and across the blocks an actor has seen (an LRU cache
+of `dedupe_cache_rows` pooled vectors, keyed by a 128-bit hash of the text); the rows that took
+a twin's vector are counted (`_copied`, summed into each part's metadata and the summary).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.config import VectorConfig
-from sentray.bulk_embedding.windows import WindowPlan, bounded_text, windows_of
+from sentray.bulk_embedding.storing import POOLED, StoreSpec, StoreVectors
+from sentray.bulk_embedding.tokenizing import (
+    EMBEDDED,
+    PASSED_THROUGH,
+    STATUSES,
+    TokenizeRows,
+    TokenizerSpec,
+)
 from sentray.corpus.actor_pool import ActorClock
 from sentray.encode.plan import EncoderPlan
 
 logger = logging.getLogger(__name__)
 
-STATUSES = ("ok", "truncated", "chunked", "null", "empty", "invalid_utf8")
-EMBEDDED = ("ok", "truncated", "chunked")
+__all__ = ["EMBEDDED", "STATUSES", "EmbedBatch", "EmbedSpec", "EncodeTokens", "Forward"]
+
+# (B, T) ids, (B, T) mask -> (B, D) pooled vectors: the encoder's forward, or a stand-in for one
+Forward = Callable
 
 
 @dataclass(frozen=True)
 class EmbedSpec:
-    """What an `EmbedBatch` is built from: the job hands the same one to every actor."""
+    """What each stage is built from: the job hands the same one to every actor and task."""
 
     plan: EncoderPlan  # decided once, in the job's driver: every actor builds the same encoder
     vector: VectorConfig = field(default_factory=VectorConfig)  # for the plan (`job.stored_vector`)
     ranges: vectors.Ranges | None = None  # int8/uint8: the code book every row is coded with
     metadata: dict | None = None  # the output files' schema metadata (what the vectors are)
+    # benches and tests only: a forward to run instead of the plan's encoder (a GPU of known
+    # speed, `sentray.testing.stand_in_gpu`); never a user's setting
+    stand_in: Forward | None = None
+
+    def tokenizer(self) -> TokenizerSpec:
+        chunk = self.vector.long_text == "chunk"
+        return TokenizerSpec(self.plan.model, self.plan.max_length,
+                             self.vector.chunk_overlap if chunk else 0,
+                             self.vector.max_windows if chunk else 1, self.vector.dedupe)
+
+    def store(self) -> StoreSpec:
+        return StoreSpec(self.vector, self.plan.dimension, self.ranges, self.metadata)
 
 
-@dataclass
-class Encoded:
-    """What a unique text became: its float vector (truncated and normalized as configured),
-    its status and its window count."""
-
-    vector: np.ndarray  # (d,) float32
-    status: str
-    windows: int
-    tokens: int = 0  # tokens encoded for it (its windows', special tokens included)
-
-
-class EmbedBatch:
-    """Ray Data callable class: loads the encoder once per actor, embeds one block of records.
-
-    Takes the reader's records (id, text, read_error, source, row, source_rows) as a pyarrow
-    Table and returns them with `embedding` and `status` (and `windows` when chunking) instead
-    of text and read_error.
-    """
+class EncodeTokens:
+    """The model stage: the token table (`tokenizing`) -> the same rows with `_pooled` (the
+    weighted mean of each row's windows' pooled vectors, (D,) float32; null where the row is not
+    embedded) instead of the token ids. Builds the encoder once; on a GPU, one batch's ids are
+    copied to the device while the one before it computes."""
 
     def __init__(self, spec: EmbedSpec) -> None:
         self.clock = ActorClock()  # the job's first moments, for its summary
         # torch and transformers are imported here, in the actor, not when the driver imports
         # this class to hand it to Ray Data (2 s of a 2-core machine's start-up)
-        from sentray.encode.encoder import SentenceEncoder, special_tokens
-
-        self.encoder = SentenceEncoder(spec.plan)
-        self.vector, self.ranges = spec.vector, spec.ranges
-        self.metadata = spec.metadata  # the output's schema metadata (what the vectors are)
-        self.prefix, self.suffix = special_tokens(self.encoder.tokenizer)
-        self.specials = len(self.prefix) + len(self.suffix)
-        chunk = spec.vector.long_text == "chunk"
-        self.windows = WindowPlan.of(self.encoder.max_length, self.specials,
-                                  spec.vector.chunk_overlap if chunk else 0,
-                                  spec.vector.max_windows if chunk else 1)
-        self.cache: OrderedDict[bytes, Encoded] = OrderedDict()
-        self.clock.ready()
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        started = time.perf_counter()
-        texts = batch.column("text").to_pylist()
-        status = read_status(texts, batch.column("read_error").to_pylist())
-        keys = {i: text_key(texts[i]) if self.vector.dedupe else i.to_bytes(8, "little")
-                for i, s in enumerate(status) if s is None}
-        fresh = {}  # key -> text, for texts this actor has not encoded yet
-        for i, key in keys.items():
-            if key not in self.cache and key not in fresh:
-                fresh[key] = texts[i]
-        results, copied = self._gather(keys, self._encode(fresh), len(texts))
-        for i, result in results.items():
-            status[i] = result.status
-        for i in set(keys) - set(results):
-            status[i] = "empty"  # nothing but control characters and the like
-        table = self._table(batch, status, results, copied)
-        logger.info("embedded %d of %d rows (%d texts encoded) in %.2f s", len(results),
-                    len(texts), len(fresh), time.perf_counter() - started)
-        return self.clock.stamp(table)
-
-    def _table(self, batch: pa.Table, status: list[str], results: dict[int, Encoded],
-               copied: list[bool]) -> pa.Table:
-        """The block's output: id, embedding (as stored), status (and windows, chunking), the
-        accounting columns, and `_copied`."""
-        rows = batch.num_rows
-        floats = np.zeros((rows, self.vector.output_dimension(self.encoder.dimension)),
-                          dtype=np.float32)
-        for i, result in results.items():
-            floats[i] = result.vector
-        valid = np.array([s in EMBEDDED for s in status], dtype=bool)
-        stored = vectors.to_output(floats, self.vector.output_dtype, self.ranges)
-        columns = {"id": batch.column("id"),
-                   "embedding": vectors.arrow_vectors(stored, self.vector.output_dtype, valid),
-                   "status": pa.array(status, pa.string())}
-        if self.windows.max_windows > 1:
-            columns["windows"] = pa.array([results[i].windows if i in results else 0
-                                           for i in range(rows)], pa.int32())
-        for name in ("source", "row", "source_rows"):
-            columns[name] = batch.column(name)
-        columns["_copied"] = pa.array(copied, pa.bool_())
-        # tokens this block encoded (a copied row encoded none): summed into each part's
-        # metadata, the summary's tokens_encoded
-        columns["_tokens"] = pa.array([0 if copied[i] or i not in results else results[i].tokens
-                                       for i in range(rows)], pa.int64())
-        return pa.table(columns).replace_schema_metadata(self.metadata)
-
-    def _gather(self, keys: dict[int, bytes], encoded: dict[bytes, Encoded],
-                rows: int) -> tuple[dict[int, Encoded], list[bool]]:
-        """Each embedded row's result, and whether it took a twin's (encoded before it)."""
-        results, copied, seen = {}, [False] * rows, set()
-        for i, key in keys.items():
-            result = encoded.get(key)
-            if result is None:
-                result = self.cache[key]
-                self.cache.move_to_end(key)
-            copied[i] = key in seen or key not in encoded
-            seen.add(key)
-            if result.status != "empty":
-                results[i] = result
-        if self.vector.dedupe:  # remember them, forgetting the oldest beyond the cap
-            self.cache.update(encoded)
-            while len(self.cache) > self.vector.dedupe_cache_rows:
-                self.cache.popitem(last=False)
-        return results, copied
-
-    def _encode(self, texts: dict[bytes, str]) -> dict[bytes, Encoded]:
-        """The texts' windows through the encoder in length-sorted batches, each text's
-        windows combined, then truncated and normalized."""
         import torch
 
-        if not texts:  # a block of nulls, blanks or texts this actor has seen: nothing to encode
-            return {}
-        keys, plan = list(texts), self.windows
-        bounded = [bounded_text(texts[key], plan.char_limit) for key in keys]
-        # whole (bounded) texts: the windows cut them; verbose=False, so transformers does not
-        # warn that a text is longer than the model reads
-        token_ids = self.encoder.tokenizer([t for t, _ in bounded], add_special_tokens=False,
-                                           truncation=False, return_attention_mask=False,
-                                           return_token_type_ids=False,
-                                           verbose=False)["input_ids"]
-        per_text = [windows_of(ids, self.prefix, self.suffix, plan, cut)
-                    for ids, (_, cut) in zip(token_ids, bounded, strict=True)]
-        flat = [w for windows in per_text for w in windows.ids]
-        pooled = np.zeros((len(flat), self.encoder.dimension), dtype=np.float32)
-        with torch.inference_mode():
-            for batch in self.encoder.length_sorted_batches(flat):
-                pooled[batch.positions] = self.encoder.embed_tokens(
-                    batch.input_ids, batch.attention_mask).float().cpu().numpy()
-                self.clock.output()
-        results, start = {}, 0
-        for key, ids, windows in zip(keys, token_ids, per_text, strict=True):
-            count = len(windows.ids)
-            weights = np.asarray(windows.weights, np.float32)[:, None]  # (w, 1)
-            vector = (pooled[start:start + count] * weights).sum(0) / weights.sum()  # (D,)
-            start += count
-            results[key] = Encoded(self.vector.finish(vector[None])[0],
-                                   text_status(len(ids), count, windows.whole), count,
-                                   sum(len(w) for w in windows.ids))
-        return results
+        from sentray.encode.encoder import TokenBatches
 
-
-def read_status(texts: list, read_errors: list) -> list[str | None]:
-    """The status of rows that are not embedded (read error, null, empty); None for the rest."""
-    status: list[str | None] = []
-    for text, error in zip(texts, read_errors, strict=True):
-        if error is not None:
-            status.append(error)
-        elif text is None:
-            status.append("null")
-        elif not text.strip():
-            status.append("empty")
+        self.torch = torch
+        self.dimension = spec.plan.dimension
+        self.dedupe_cache_rows = spec.vector.dedupe_cache_rows
+        if spec.stand_in is not None:
+            self.forward, self.device = spec.stand_in, torch.device("cpu")
+            pad_id = 0
         else:
-            status.append(None)
-    return status
+            from sentray.encode.encoder import SentenceEncoder
+
+            encoder = SentenceEncoder(spec.plan)
+            self.forward, self.device = encoder.embed_tokens, encoder.device
+            pad_id = encoder.tokenizer.pad_token_id or 0
+        self.batches = TokenBatches(pad_id, spec.plan.batch_size, spec.plan.max_tokens_per_batch)
+        self.cache: OrderedDict[bytes, np.ndarray] = OrderedDict()  # key -> pooled (D,)
+        self.clock.ready()
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        started = time.perf_counter()
+        rows = table.num_rows
+        keys = table.column("_key").to_pylist()
+        window_ids = table.column("_window_ids").combine_chunks()
+        copied = np.asarray(table.column("_copied").to_numpy(zero_copy_only=False), dtype=bool)
+        has_windows = ~np.asarray(window_ids.is_null().to_numpy(zero_copy_only=False))
+        # a row whose text this actor encoded in an earlier block takes that vector
+        cached = np.array([has_windows[i] and keys[i] in self.cache for i in range(rows)],
+                          dtype=bool) if self.cache else np.zeros(rows, dtype=bool)
+        fresh = has_windows & ~cached  # (N,) rows encoded now
+        pooled = self._encode(window_ids.filter(pa.array(fresh)))  # (fresh rows, D)
+        vectors_by_key: dict[bytes, np.ndarray] = {}
+        out = np.zeros((rows, self.dimension), dtype=np.float32)  # (N, D)
+        out[fresh] = pooled
+        fresh_rows = np.flatnonzero(fresh)
+        for i, vector in zip(fresh_rows, pooled, strict=True):
+            if keys[i] is not None:
+                vectors_by_key[keys[i]] = vector
+        embedded = np.isin(np.asarray(table.column("status").to_numpy(zero_copy_only=False),
+                                      dtype=object), EMBEDDED)
+        for i in np.flatnonzero(embedded & ~fresh):  # twins and rows seen before: by key
+            vector = vectors_by_key.get(keys[i])
+            if vector is None:
+                vector = self.cache[keys[i]]
+                self.cache.move_to_end(keys[i])
+            out[i] = vector
+        self._remember(vectors_by_key)
+        copied |= cached
+        tokens = table.column("_tokens").to_numpy(zero_copy_only=False).copy()
+        tokens[copied] = 0
+        columns = {name: table.column(name) for name in (*PASSED_THROUGH, "status", "windows")}
+        columns[POOLED] = pa.FixedSizeListArray.from_arrays(
+            pa.array(out.reshape(-1)), self.dimension, mask=pa.array(~embedded))
+        columns["_copied"] = pa.array(copied, pa.bool_())
+        columns["_tokens"] = pa.array(tokens, pa.int64())
+        logger.info("encoded %d of %d rows (%d took a twin's vector) in %.2f s", len(fresh_rows),
+                    rows, int(copied.sum()), time.perf_counter() - started)
+        return self.clock.stamp(pa.table(columns))
+
+    def _encode(self, window_ids: pa.ListArray) -> np.ndarray:
+        """The rows' pooled vectors (R, D) float32: each row's windows (`window_ids`, R rows of
+        list<list<int32>>) through the model in length-sorted batches, then averaged, weighted
+        by each window's tokens (its special tokens included: what its mask counts)."""
+        rows = len(window_ids)
+        if not rows:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        windows = pc.list_flatten(window_ids)  # (W,) list<int32>
+        per_row = pc.list_value_length(window_ids).to_numpy(zero_copy_only=False)  # (R,)
+        lengths = pc.list_value_length(windows).to_numpy(zero_copy_only=False).astype(np.int64)
+        flat = pc.list_flatten(windows).to_numpy(zero_copy_only=False)  # (tokens,)
+        pooled = np.zeros((len(lengths), self.dimension), dtype=np.float32)  # (W, D)
+        torch = self.torch
+        with torch.inference_mode():
+            pending = None  # the batch computing while the next one is copied
+            for batch in self.batches.padded(flat, lengths):
+                ids, mask = batch.input_ids, batch.attention_mask
+                if self.device.type == "cuda":  # pinned, so that the copy runs asynchronously
+                    ids = ids.pin_memory().to(self.device, non_blocking=True)
+                    mask = mask.pin_memory().to(self.device, non_blocking=True)
+                result = self.forward(ids, mask)  # (B, D), queued on a GPU
+                if pending is not None:
+                    pooled[pending[0]] = pending[1].float().cpu().numpy()
+                pending = (batch.positions, result)
+                self.clock.output()
+            if pending is not None:
+                pooled[pending[0]] = pending[1].float().cpu().numpy()
+        if len(lengths) == rows:  # one window a row (truncate): nothing to average
+            return pooled
+        weights = lengths.astype(np.float32)[:, None]  # (W, 1)
+        starts = np.concatenate([[0], np.cumsum(per_row)[:-1]])  # (R,)
+        sums = np.add.reduceat(pooled * weights, starts, axis=0)  # (R, D)
+        return sums / np.add.reduceat(weights, starts, axis=0)
+
+    def _remember(self, encoded: dict[bytes, np.ndarray]) -> None:
+        """Keep the vectors of this block's texts, forgetting the oldest beyond the cap."""
+        self.cache.update(encoded)
+        while len(self.cache) > self.dedupe_cache_rows:
+            self.cache.popitem(last=False)
 
 
-def text_status(text_tokens: int, windows: int, whole: bool) -> str:
-    """ok (one window, all of it), chunked (several windows, all of it), truncated (not all of
-    it), empty (no text token at all: nothing but control characters and the like)."""
-    if text_tokens == 0:
-        return "empty"
-    if not whole:
-        return "truncated"
-    return "ok" if windows == 1 else "chunked"
+class EmbedBatch:
+    """The actor of a CPU pool and of the job's own process: the three stages in one, on one
+    block of the reader's records (id, text, read_error, source, row, source_rows) as a pyarrow
+    Table; returns them with `embedding` and `status` (and `windows` when chunking) instead of
+    text and read_error."""
 
+    def __init__(self, spec: EmbedSpec) -> None:
+        self.tokenize = TokenizeRows(spec.tokenizer())
+        self.encode = EncodeTokens(spec)
+        self.store = StoreVectors(spec.store())
+        self.vector, self.clock = spec.vector, self.encode.clock
 
-def text_key(text: str) -> bytes:
-    """The dedupe key of a text: 128 bits of BLAKE2b over its UTF-8 bytes (no two of 10^18
-    texts collide but with odds below 10^-2)."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    @property
+    def cache(self) -> OrderedDict[bytes, np.ndarray]:
+        """The encoder's vectors of texts seen in earlier blocks."""
+        return self.encode.cache
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return self.store(self.encode(self.tokenize(batch)))  # the encoder's moments kept

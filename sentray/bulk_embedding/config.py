@@ -17,6 +17,7 @@ from sentray.encode.config import EncoderConfig
 from sentray.kit.validation import check_at_least, check_choices
 
 LongText = Literal["truncate", "chunk"]
+Tokenize = Literal["auto", "own-stage", "in-actor"]
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,13 @@ class EmbedConfig:
     # what the machines cost an hour (any currency): the summary then gives this run's cost
     # per million rows and per million tokens
     price_per_hour: float | None = None
+    # where rows are tokenized on Ray: own-stage (Ray tasks on the nodes' CPUs, ahead of the
+    # encoder actors, which then only run the model), in-actor (in each encoder actor), auto
+    # (own-stage when the actors have GPUs)
+    tokenize: Tokenize = "auto"
 
     def __post_init__(self) -> None:
+        check_choices(self)
         if self.price_per_hour is not None and self.price_per_hour < 0:
             raise ValueError(f"price_per_hour must be >= 0, got {self.price_per_hour}")
         if not self.output:
@@ -106,3 +112,8 @@ class EmbedConfig:
         if self.rows_per_file is not None and self.rows_per_file < 0:
             raise ValueError(f"rows_per_file must be >= 0 (0: a file per block), got "
                              f"{self.rows_per_file}")
+
+    @property
+    def tokenizer_stage(self) -> bool:
+        """Whether rows are tokenized in a stage of their own on Ray (`tokenize`)."""
+        return self.tokenize == "own-stage" or (self.tokenize == "auto" and self.pool.num_gpus > 0)

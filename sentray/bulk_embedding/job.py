@@ -31,11 +31,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sentray.bulk_embedding import vectors
-from sentray.bulk_embedding.actor import STATUSES, EmbedBatch, EmbedSpec
+from sentray.bulk_embedding.actor import STATUSES, EmbedBatch, EmbedSpec, EncodeTokens, Forward
 from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
 from sentray.bulk_embedding.output import EmbeddingOutput
+from sentray.bulk_embedding.storing import StoreVectors, output_schema
+from sentray.bulk_embedding.tokenizing import TokenizeRows
 from sentray.corpus import corpus_job, execution, part_files
-from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
+from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig, TaskStep
 from sentray.corpus.reading import first_records
 from sentray.corpus.source_runs import source_runs
 from sentray.corpus.sources import (
@@ -50,16 +52,6 @@ from sentray.kit import storage
 from sentray.precision.plan import HERE, Where, plan_encoder
 
 logger = logging.getLogger(__name__)
-
-
-def output_schema(dimension: int, id_type: pa.DataType, dtype: vectors.OutputDtype = "float32",
-                  chunked: bool = False, metadata: dict | None = None) -> pa.Schema:
-    width = vectors.stored_width(dimension, dtype)
-    fields = [("id", id_type), ("embedding", pa.list_(vectors.ARROW_TYPES[dtype], width)),
-              ("status", pa.string())]
-    fields += [("windows", pa.int32())] if chunked else []
-    fields += [("source", pa.string()), ("row", pa.int64())]
-    return pa.schema(fields, metadata=metadata)
 
 
 def stored_vector(vector: VectorConfig, plan: EncoderPlan) -> VectorConfig:
@@ -232,10 +224,17 @@ class EmbedJob(corpus_job.CorpusJob):
     output: EmbeddingOutput
     ranges: vectors.Ranges | None  # int8/uint8: the code book
     metadata: dict  # every output file's schema metadata (`EmbeddingOutput.file_metadata`)
+    stand_in: Forward | None = None  # benches and tests: a GPU of known speed (`EmbedSpec`)
 
     def actor(self) -> ActorPlan[EmbedSpec]:
-        return ActorPlan(EmbedBatch, EmbedSpec(self.plan, self.config.vector, self.ranges,
-                                               self.metadata))
+        """On a GPU pool (`--tokenize`): tokenizing and storing in Ray tasks of their own, around
+        `EncodeTokens` actors that only run the model; else the three in `EmbedBatch`."""
+        spec = EmbedSpec(self.plan, self.config.vector, self.ranges, self.metadata,
+                         stand_in=self.stand_in)
+        if not self.config.tokenizer_stage:
+            return ActorPlan(EmbedBatch, spec)
+        return ActorPlan(EncodeTokens, spec, before=(TaskStep(TokenizeRows, spec.tokenizer()),),
+                         after=(TaskStep(StoreVectors, spec.store()),))
 
     def route(self, folders: list[storage.Location]) -> part_files.Route:
         return part_files.SingleFolder(folders[0])
@@ -276,8 +275,10 @@ def where_actors_run(pool: ActorPoolConfig, rows: int) -> Where:
                  gpus=pool.num_gpus, address=pool.address)
 
 
-def run_embedding(config: EmbedConfig) -> dict:
-    """Embed every row of the corpus into `config.output`; returns the summary."""
+def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> dict:
+    """Embed every row of the corpus into `config.output`; returns the summary. `stand_in`
+    (benches and tests, never a user's): a forward run instead of the plan's encoder
+    (`sentray.testing.stand_in_gpu`)."""
     output = EmbeddingOutput.at(config.output, config.corpus.s3_endpoint)
     sources = discover_sources(config.corpus, exclude=[config.output])
     rows = sum(estimate_rows(s) for s in sources)
@@ -300,4 +301,4 @@ def run_embedding(config: EmbedConfig) -> dict:
         config=repeating(config, plan, vector), plan=plan, output=output,
         folders=(config.output,), settings=settings, sources=sources,
         rows_per_file=rows_per_file or None, ranges=ranges,
-        metadata=output.file_metadata(settings, ranges)))
+        metadata=output.file_metadata(settings, ranges), stand_in=stand_in))

@@ -33,6 +33,7 @@ import math
 import os
 import re
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -124,16 +125,71 @@ BlockFunction = Callable[[pa.Table], pa.Table]  # the reader's records -> the jo
 
 
 @dataclass(frozen=True)
-class ActorPlan(Generic[S]):
-    """The actor every block of rows goes through: `kind(spec)`, built once per actor (on Ray,
-    `kind` is the Ray Data callable class, and the actor's process is named after it), then
-    called on each block. `spec` is the one typed value it is built from."""
+class TaskStep(Generic[S]):
+    """A CPU step on Ray: `kind(spec)` in Ray tasks of `num_cpus` CPUs each, built once per
+    worker process (`run_step`) and called on each block; as many run at once as the cluster
+    has CPUs for."""
 
     kind: Callable[[S], BlockFunction]
     spec: S
+    num_cpus: float = 1.0
+    # what a worker process keeps the built step under: one value per job (made in the driver)
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def build(self) -> BlockFunction:
         return self.kind(self.spec)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.kind, "__name__", "step")
+
+
+_BUILT_STEPS: dict[str, BlockFunction] = {}  # a Ray worker's built steps, by `TaskStep.key`
+
+
+def run_step(batch: pa.Table, step: TaskStep) -> pa.Table:
+    """`step` on one block, in a Ray task: built the first time this process meets it."""
+    function = _BUILT_STEPS.get(step.key)
+    if function is None:
+        function = _BUILT_STEPS[step.key] = step.build()
+    return function(batch)
+
+
+@dataclass(frozen=True)
+class ActorPlan(Generic[S]):
+    """The actor every block of rows goes through: `kind(spec)`, built once per actor (on Ray,
+    `kind` is the Ray Data callable class, and the actor's process is named after it), then
+    called on each block. `spec` is the one typed value it is built from. On Ray, `before` and
+    `after` are CPU steps of their own around it (Ray tasks: the embedding job's tokenizer and
+    its vector store around an encoder actor that holds a GPU); in the job's own process the
+    steps and the actor run one after the other (`build`)."""
+
+    kind: Callable[[S], BlockFunction]
+    spec: S
+    before: tuple[TaskStep, ...] = ()
+    after: tuple[TaskStep, ...] = ()
+
+    def build(self) -> BlockFunction:
+        """The steps and the actor as one function, in this process."""
+        actor = self.kind(self.spec)
+        if not self.before and not self.after:
+            return actor
+        return InOneProcess([s.build() for s in self.before], actor,
+                            [s.build() for s in self.after])
+
+
+class InOneProcess:
+    """An `ActorPlan`'s steps and its actor, called in turn (its `clock`: the actor's)."""
+
+    def __init__(self, before: list[BlockFunction], actor: BlockFunction,
+                 after: list[BlockFunction]) -> None:
+        self.functions = [*before, actor, *after]
+        self.clock = getattr(actor, "clock", None)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        for function in self.functions:
+            batch = function(batch)
+        return batch
 
 
 # -- the rows of each call ------------------------------------------------------------------------

@@ -32,7 +32,14 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 
 from sentray.corpus import part_files
-from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig, block_rows, in_process_calls
+from sentray.corpus.actor_pool import (
+    ActorPlan,
+    ActorPoolConfig,
+    TaskStep,
+    block_rows,
+    in_process_calls,
+    run_step,
+)
 from sentray.corpus.reading import corpus_datasource, read_task, read_tasks
 from sentray.corpus.sources import CorpusConfig
 
@@ -40,6 +47,10 @@ logger = logging.getLogger(__name__)
 
 # Write tasks running at once: one per actor, and at least this many.
 WRITE_TASKS_MIN = 2
+# What a write task asks for (see `run_actor_pool`), and a step that runs with it.
+WRITE_TASK_ARGS = {"num_cpus": 0}
+# What a CPU step's task holds at most: its process (a tokenizer: ~200 MiB) and a block of rows.
+STEP_TASK_MEMORY = 512 << 20
 
 
 # -- on Ray ---------------------------------------------------------------------------------------
@@ -82,6 +93,8 @@ def run_actor_pool(pending: Sequence, corpus: CorpusConfig, actor: ActorPlan,
     dataset = ray.data.read_datasource(corpus_datasource(work, corpus),
                                        override_num_blocks=len(read_tasks(work, corpus)))
     dataset = dataset.repartition(target_num_rows_per_block=rows)
+    for step in actor.before:  # CPU steps ahead of the actors (tokenizing), in Ray tasks
+        dataset = _task_step(dataset, step)
     dataset = dataset.map_batches(
         actor.kind,
         fn_constructor_args=(actor.spec,),
@@ -91,13 +104,15 @@ def run_actor_pool(pending: Sequence, corpus: CorpusConfig, actor: ActorPlan,
         num_gpus=pool.num_gpus or None,
         num_cpus=pool.cpus_per_actor,
     )
+    for step in actor.after:  # and after them (the vectors as stored), with the writing
+        dataset = _task_step(dataset, step, **WRITE_TASK_ARGS)
     # The write tasks ask for no CPU. Ray Data reserves CPUs for operators upstream first and
     # lets the last ones wait "for upstream to finish": on a cluster with CPUs for the actors
     # and a couple more, reads and the repartition take the spare ones, and a 1-CPU write task
     # is not started until every row has been read (at 10M rows on 2 cores: no part in the
     # first 4.5 minutes, 1.4 GB of vectors queued in the object store). Writing is Parquet
     # encoding and I/O; their number is capped instead.
-    dataset.write_datasink(sink, ray_remote_args={"num_cpus": 0},
+    dataset.write_datasink(sink, ray_remote_args=WRITE_TASK_ARGS,
                            concurrency=max(WRITE_TASKS_MIN, pool.actors.maximum))
     timings = {"rows_per_block": rows, "first_part": None,
                "pipeline": round(time.time() - started, 2),
@@ -108,6 +123,18 @@ def run_actor_pool(pending: Sequence, corpus: CorpusConfig, actor: ActorPlan,
     logger.info("blocks of %d rows; first part written after %s s, %.1f s in all", rows,
                 timings["first_part"], timings["pipeline"])
     return timings
+
+
+def _task_step(dataset, step: TaskStep, **remote_args):
+    """`step` on every block of `dataset`, in Ray tasks (`actor_pool.run_step`), block by block
+    as they come (batch_size None: a block is never split or merged). Ray Data fuses a task
+    step into the operator after it when they ask for the same resources: a step ahead of the
+    actors asks for the memory a task of it holds (STEP_TASK_MEMORY), so that it stays a stage
+    of its own whatever the actors ask for (on a CPU pool, or beside a stand-in GPU); a step
+    after them asks what the write tasks ask, and runs in them."""
+    remote_args = remote_args or {"num_cpus": step.num_cpus, "memory": STEP_TASK_MEMORY}
+    return dataset.map_batches(run_step, fn_args=(step,), batch_size=None,
+                               batch_format="pyarrow", **remote_args)
 
 
 def release_frames(exc: BaseException) -> None:

@@ -55,6 +55,42 @@ class TokenBatch:
     positions: np.ndarray  # (B,) index of each row in the caller's list
 
 
+@dataclass(frozen=True)
+class TokenBatches:
+    """How token ids become padded forward-pass batches: longest first (the least padding), of
+    `batch_size` sentences, or of as many as fit in `max_tokens_per_batch` padded tokens (a
+    longer sentence goes alone). The one batching of every encoder, the embedding job's model
+    stage included."""
+
+    pad_id: int
+    batch_size: int
+    max_tokens_per_batch: int | None = None
+
+    def padded(self, flat: np.ndarray, lengths: np.ndarray,
+               batch_size: int | None = None) -> Iterator[TokenBatch]:
+        """Batches of the N sequences laid end to end in `flat` (lengths (N,)); `positions`
+        index them. `batch_size` given: of that many sentences, whatever the token budget."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(lengths) else lengths
+        order = np.argsort(-lengths, kind="stable")
+        if batch_size is None and self.max_tokens_per_batch is not None:
+            bounds = token_budget_bounds(lengths[order], self.max_tokens_per_batch)
+        else:
+            size = batch_size or self.batch_size
+            bounds = [(start, min(start + size, len(order)))
+                      for start in range(0, len(order), size)]
+        flat = np.asarray(flat, dtype=np.int64)
+        for start, stop in bounds:
+            positions = order[start:stop]
+            width = int(lengths[positions].max())
+            columns = np.arange(width)  # (T,)
+            mask = columns[None, :] < lengths[positions][:, None]  # (B, T)
+            index = np.where(mask, starts[positions][:, None] + columns[None, :], 0)
+            ids = np.where(mask, flat[index] if len(flat) else 0, self.pad_id)  # (B, T)
+            yield TokenBatch(torch.from_numpy(ids.astype(np.int64, copy=False)),
+                             torch.from_numpy(mask.astype(np.int64)), positions)
+
+
 class SentenceEncoder:
     """Turns sentences into embeddings as its `plan` says (`sentray.encode.pooling`'s
     poolings, on the plan's runtime and precision).
@@ -118,24 +154,11 @@ class SentenceEncoder:
         `batch_size` sentences, or, with the config's `max_tokens_per_batch`, of as many as fit
         in that many padded tokens (a longer sentence goes alone)."""
         lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
-        order = np.argsort(-lengths, kind="stable")
-        if batch_size is None and self.plan.max_tokens_per_batch is not None:
-            bounds = token_budget_bounds(lengths[order], self.plan.max_tokens_per_batch)
-        else:
-            size = batch_size or self.plan.batch_size
-            bounds = [(start, min(start + size, len(order)))
-                      for start in range(0, len(order), size)]
-        pad_id = self.tokenizer.pad_token_id or 0
-        for start, stop in bounds:
-            positions = order[start:stop]
-            width = int(lengths[positions].max())
-            ids = np.full((len(positions), width), pad_id, dtype=np.int64)
-            mask = np.zeros((len(positions), width), dtype=np.int64)
-            for row, position in enumerate(positions):
-                n = lengths[position]
-                ids[row, :n] = token_ids[position]
-                mask[row, :n] = 1
-            yield TokenBatch(torch.from_numpy(ids), torch.from_numpy(mask), positions)
+        flat = np.fromiter((t for ids in token_ids for t in ids), dtype=np.int64,
+                           count=int(lengths.sum()))
+        batches = TokenBatches(self.tokenizer.pad_token_id or 0, self.plan.batch_size,
+                               self.plan.max_tokens_per_batch)
+        return batches.padded(flat, lengths, batch_size)
 
     # -- forward ------------------------------------------------------------------------------
 
