@@ -126,9 +126,9 @@ BlockFunction = Callable[[pa.Table], pa.Table]  # the reader's records -> the jo
 
 @dataclass(frozen=True)
 class TaskStep(Generic[S]):
-    """A CPU step on Ray: `kind(spec)` in Ray tasks of `num_cpus` CPUs each, built once per
-    worker process (`run_step`) and called on each block; as many run at once as the cluster
-    has CPUs for."""
+    """A CPU step on Ray around a job's actors: `kind(spec)` called on each block. Ahead of the
+    actors it runs in actors of its own (`execution.step_actors`, `num_cpus` each); after them,
+    in the write tasks, built once per worker process (`run_step`)."""
 
     kind: Callable[[S], BlockFunction]
     spec: S

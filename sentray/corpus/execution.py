@@ -49,8 +49,6 @@ logger = logging.getLogger(__name__)
 WRITE_TASKS_MIN = 2
 # What a write task asks for (see `run_actor_pool`), and a step that runs with it.
 WRITE_TASK_ARGS = {"num_cpus": 0}
-# What a CPU step's task holds at most: its process (a tokenizer: ~200 MiB) and a block of rows.
-STEP_TASK_MEMORY = 512 << 20
 
 
 # -- on Ray ---------------------------------------------------------------------------------------
@@ -93,8 +91,10 @@ def run_actor_pool(pending: Sequence, corpus: CorpusConfig, actor: ActorPlan,
     dataset = ray.data.read_datasource(corpus_datasource(work, corpus),
                                        override_num_blocks=len(read_tasks(work, corpus)))
     dataset = dataset.repartition(target_num_rows_per_block=rows)
-    for step in actor.before:  # CPU steps ahead of the actors (tokenizing), in Ray tasks
-        dataset = _task_step(dataset, step)
+    for step in actor.before:  # CPU steps ahead of the actors (tokenizing), in actors of their own
+        dataset = dataset.map_batches(step.kind, fn_constructor_args=(step.spec,), batch_size=None,
+                                      batch_format="pyarrow", num_cpus=step.num_cpus,
+                                      compute=step_actors(pool))
     dataset = dataset.map_batches(
         actor.kind,
         fn_constructor_args=(actor.spec,),
@@ -105,7 +105,7 @@ def run_actor_pool(pending: Sequence, corpus: CorpusConfig, actor: ActorPlan,
         num_cpus=pool.cpus_per_actor,
     )
     for step in actor.after:  # and after them (the vectors as stored), with the writing
-        dataset = _task_step(dataset, step, **WRITE_TASK_ARGS)
+        dataset = _task_step(dataset, step)
     # The write tasks ask for no CPU. Ray Data reserves CPUs for operators upstream first and
     # lets the last ones wait "for upstream to finish": on a cluster with CPUs for the actors
     # and a couple more, reads and the repartition take the spare ones, and a 1-CPU write task
@@ -125,16 +125,24 @@ def run_actor_pool(pending: Sequence, corpus: CorpusConfig, actor: ActorPlan,
     return timings
 
 
-def _task_step(dataset, step: TaskStep, **remote_args):
-    """`step` on every block of `dataset`, in Ray tasks (`actor_pool.run_step`), block by block
-    as they come (batch_size None: a block is never split or merged). Ray Data fuses a task
-    step into the operator after it when they ask for the same resources: a step ahead of the
-    actors asks for the memory a task of it holds (STEP_TASK_MEMORY), so that it stays a stage
-    of its own whatever the actors ask for (on a CPU pool, or beside a stand-in GPU); a step
-    after them asks what the write tasks ask, and runs in them."""
-    remote_args = remote_args or {"num_cpus": step.num_cpus, "memory": STEP_TASK_MEMORY}
+def step_actors(pool: ActorPoolConfig):
+    """The pool of a CPU step ahead of the encoder actors (tokenizing): one actor, growing while
+    it has blocks queued up to the cluster's CPUs the encoder actors leave (at least one).
+    Actors, not tasks: each builds its step once (a tokenizer takes ~1 s of CPU to load), where
+    tasks may land on a new worker process and build it again."""
+    import ray
+    from ray.data import ActorPoolStrategy
+
+    spare = int(ray.cluster_resources().get("CPU", 1) - pool.actors.maximum * pool.cpus_per_actor)
+    return ActorPoolStrategy(min_size=1, max_size=max(1, spare))
+
+
+def _task_step(dataset, step: TaskStep):
+    """`step` on every block of `dataset` in Ray tasks (`actor_pool.run_step`), block by block
+    as they come (batch_size None: a block is never split or merged), asking what the write
+    tasks ask: Ray Data runs it in them (the output's columns made where they are written)."""
     return dataset.map_batches(run_step, fn_args=(step,), batch_size=None,
-                               batch_format="pyarrow", **remote_args)
+                               batch_format="pyarrow", **WRITE_TASK_ARGS)
 
 
 def release_frames(exc: BaseException) -> None:
