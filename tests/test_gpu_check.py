@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_CHECK = [sys.executable, "-m", "bench.gpu_check"]  # run from ROOT
-STEPS = ["gpu_tests", "embed", "ditto_memory", "train"]
+STEPS = ["gpu_tests", "embed", "ditto_memory", "train", "feed"]
 MODEL = "all-MiniLM-L6-v2"  # gpu_check's default --model
 SENTENCES, BATCH_SIZE, MEMORY_BATCH, MEMORY_TOKENS = 16, 8, 2, 8  # the dry run's sizes here
 
@@ -230,3 +230,30 @@ def test_markdown_shows_a_failed_step(tmp_path):
     assert "| sifter | 64 | cuda | bf16 | 60 | 9.500 | 608 | 40.0 |" in table
     assert "| simcse | 64 | cuda | bf16 | error: RuntimeError: exited 1 |" in table
     assert "Failed steps: train" in table
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_dry_run_feed_step_measures_the_job_against_the_forward(tmp_path):
+    """Step 5 alone (`--only feed`), as bench/gpu_check.sh runs it: the job on its Ray path with
+    tokenizing in a stage of its own puts out every row, and busy is its steady rate over the
+    forward-only rate on the same rows."""
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus)
+    out = tmp_path / "out"
+    result = subprocess.run([*GPU_CHECK, "--dry-run", "--only", "feed", "--out", str(out),
+                             "--corpus", str(corpus), "--feed-rows", "30"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "gpu_check.json").read_text())
+    steps = report["steps"]
+    assert [steps[name]["status"] for name in STEPS] == ["skipped"] * 4 + ["ok"]
+    feed = steps["feed"]
+    rows = (out / "feed-rows.txt").read_text().splitlines()
+    assert feed["rows"] == feed["job_rows_out"] == len(rows) == 30  # 18 sentences, 12 pairs
+    assert rows[:18] == CORPUS_SENTENCES and rows[18] == " ".join(CORPUS_SENTENCES[:2])
+    assert "own-stage" in feed["job_flags"]
+    assert feed["forward_rows_per_s"] == pytest.approx(30 / feed["forward_seconds"], rel=1e-3)
+    assert feed["busy_fraction"] == pytest.approx(
+        feed["job_steady_rows_per_s"] / feed["forward_rows_per_s"], rel=1e-3)
+    assert "**Feeding the GPU**" in (out / "gpu_check.md").read_text()

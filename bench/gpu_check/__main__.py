@@ -16,6 +16,8 @@ the next one runs; the exit status is 1 when any step failed.
    (256, 128) batch.
 4. train: steps/s of `jobs/train.py` (SIFTER and SimCSE, global batch 64 and 512, one GPU, bf16)
    on the augmented Brown corpus, each run a subprocess joining one private loopback cluster.
+5. feed: the embedding job on its Ray path (tokenizing on the CPUs, one GPU actor) against the
+   forward passes alone on the same rows: the fraction of the time the GPU is kept busy.
 
 `python -m bench.gpu_check --markdown OUT/gpu_check.json` (from the repository root) prints the
 table again from a JSON.
@@ -38,6 +40,7 @@ from bench.gpu_check.ditto_memory import ditto_memory
 from bench.gpu_check.embed import embed_throughput
 from bench.gpu_check.encoders import Encoders
 from bench.gpu_check.environment import environment
+from bench.gpu_check.feed import feed
 from bench.gpu_check.gpu_tests import gpu_tests
 from bench.gpu_check.markdown import markdown
 from bench.gpu_check.ray_cluster import serve_ray_cluster
@@ -50,7 +53,7 @@ from bench.gpu_check.train import train_throughput
 # step's success or error), markdown (the tables), environment (versions, data-sheet peaks),
 # encoders (shared by embed and ditto_memory), ray_cluster (step 4's cluster), repo_io (the
 # repository root, the corpus reader, logged subprocesses).
-STEPS = ("gpu_tests", "embed", "ditto_memory", "train")
+STEPS = ("gpu_tests", "embed", "ditto_memory", "train", "feed")
 
 logger = logging.getLogger("gpu_check")
 
@@ -58,10 +61,12 @@ logger = logging.getLogger("gpu_check")
 SIZES = {
     "gpu": {"sentences": 20000, "batch_size": 256, "precisions": "fp32,fp16,bf16", "repeats": 3,
             "memory_batch": 256, "memory_tokens": 128, "train_steps": 60,
-            "train_batch_sizes": "64,512", "aug_lines": 5000, "job_timeout": 300},
+            "train_batch_sizes": "64,512", "aug_lines": 5000, "job_timeout": 300,
+            "feed_rows": 200000},
     "dry": {"sentences": 64, "batch_size": 16, "precisions": "fp32", "repeats": 1,
             "memory_batch": 4, "memory_tokens": 16, "train_steps": 4,
-            "train_batch_sizes": "8,16", "aug_lines": 200, "job_timeout": 600},
+            "train_batch_sizes": "8,16", "aug_lines": 200, "job_timeout": 600,
+            "feed_rows": 300},
 }
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the markdown of an existing gpu_check.json and exit")
     parser.add_argument("--skip-tests", action="store_true", help="skip step 1 (pytest -m gpu)")
     parser.add_argument("--skip-train", action="store_true", help="skip step 4 (training)")
+    parser.add_argument("--only", default=None,
+                        help=f"comma-separated steps to run, the others recorded as skipped "
+                             f"(of {', '.join(STEPS)})")
+    parser.add_argument("--feed-rows", type=int, help="step 5's rows; GPU 200000, dry run 300")
     data = parser.add_argument_group("data")
     data.add_argument("--corpus", default=str(SHARED / "data/corpus/brown.txt"),
                       help="one sentence per line (default: ../shared/data/corpus/brown.txt)")
@@ -117,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The flags with the mode's sizes filled in, paths made absolute, lists split."""
     args = build_parser().parse_args(argv)
+    unknown = set(args.only.split(",")) - set(STEPS) if args.only else set()
+    if unknown:
+        build_parser().error(f"--only: no step {', '.join(sorted(unknown))}; steps: "
+                             f"{', '.join(STEPS)}")
     for key, value in SIZES["dry" if args.dry_run else "gpu"].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -131,13 +144,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def run_steps(args: argparse.Namespace, report: Report, out: Path, device: str) -> None:
     """Every step in STEPS' order; a failed one is recorded and the next still runs."""
     encoders = Encoders(args, device)  # loaded by step 2, reused by step 3
+    only = set(args.only.split(",")) if args.only else set(STEPS)
+
+    def skip(name: str, flag: bool = False, why: str = "") -> str | None:
+        return why if flag else (None if name in only else f"not in --only {args.only}")
+
     report.run_step("gpu_tests", lambda: gpu_tests(args, out),
-                    "--skip-tests" if args.skip_tests else None)
-    report.run_step("embed", lambda: embed_throughput(args, encoders, device))
-    report.run_step("ditto_memory", lambda: ditto_memory(args, encoders, device))
+                    skip("gpu_tests", args.skip_tests, "--skip-tests"))
+    report.run_step("embed", lambda: embed_throughput(args, encoders, device), skip("embed"))
+    report.run_step("ditto_memory", lambda: ditto_memory(args, encoders, device),
+                    skip("ditto_memory"))
     encoders.clear()  # step 4's jobs get the GPU's memory
     report.run_step("train", lambda: train_throughput(args, out),
-                    "--skip-train" if args.skip_train else None)
+                    skip("train", args.skip_train, "--skip-train"))
+    report.run_step("feed", lambda: feed(args, out, device), skip("feed"))
 
 
 def new_report(args: argparse.Namespace, argv: list[str] | None, out: Path) -> Report:

@@ -16,6 +16,7 @@ def markdown(report: dict, step_names: tuple[str, ...]) -> str:
     lines += embed_section(steps.get("embed", {}))
     lines += memory_section(steps.get("ditto_memory", {}))
     lines += train_section(steps.get("train", {}))
+    lines += feed_section(steps.get("feed", {}))
     failed = report.get("failed_steps")
     lines += ["", f"Failed steps: {', '.join(failed)}" if failed else "All steps ran without "
               "error.", f"Total: {_fmt(report.get('seconds'))} s."]
@@ -130,3 +131,14 @@ def train_section(train: dict) -> list[str]:
                      f"{run['precision']} | {run['steps']} | {_fmt(run['steps_per_s'], 3)} "
                      f"| {_fmt(run['sentences_per_s'], 0)} | {_fmt(run['wall_seconds'])} |")
     return lines
+
+
+def feed_section(feed: dict) -> list[str]:
+    if not feed.get("forward_rows_per_s"):
+        return []
+    return ["", f"**Feeding the GPU** (`jobs/embed.py` on its Ray path, {_fmt(feed['rows'])} "
+            f"rows, {feed['precision']}, batch {feed['batch_size']}):", "",
+            "| forward only rows/s | job rows/s (steady) | job rows/s (whole pipeline) | busy |",
+            "|---|---|---|---|",
+            f"| {_fmt(feed['forward_rows_per_s'], 0)} | {_fmt(feed.get('job_steady_rows_per_s'), 0)}"
+            f" | {_fmt(feed.get('job_rows_per_s'), 0)} | {_fmt(feed.get('busy_fraction'), 3)} |"]
