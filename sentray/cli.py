@@ -17,17 +17,26 @@ then override. A job writes the configuration it ran with to `OUTPUT/_config.yam
 run. The config holds what was typed; what depends on the model is decided by the job's plan.
 
 Every command behaves like a Unix tool (`command`): exit status 0 after a job that succeeded,
-its brief result on stdout; non-zero with one `error: ...` line on stderr otherwise (bad input,
-a failed job, an interrupt), the traceback only with --verbose.
+its brief result on stdout; otherwise one `error: ...` line on stderr (the traceback only with
+--verbose) and an exit status that says which of three things happened (`CommandError`):
+
+- 2, bad input: a flag, a `--config` file, the input or an output folder the job refuses. Every
+  check in sentray raises ValueError or FileNotFoundError naming the bad value and the fix (the
+  developers' guide), so those two kinds are bad input wherever the job raises them;
+- 1, a failed job: anything else (storage that failed under it, a worker lost past its retries,
+  a bug);
+- 130, an interrupt (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import json
 import logging
+import re
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -35,7 +44,14 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Generic, TypeVar
 
 import tyro
-from tyro.constructors import ConstructorRegistry, PrimitiveConstructorSpec, PrimitiveTypeInfo
+from tyro.constructors import (
+    ConstructorRegistry,
+    PrimitiveConstructorSpec,
+    PrimitiveTypeInfo,
+    StructConstructorSpec,
+    StructTypeInfo,
+)
+from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
 from sentray.kit import config_files
 from sentray.kit.config_files import build_config, flat_fields, is_single_flag, read_config_file
@@ -45,6 +61,46 @@ from sentray.kit.ray_quiet import quiet_libraries
 C = TypeVar("C")
 
 REGISTRY = ConstructorRegistry()
+BAD_INPUT = (ValueError, FileNotFoundError)  # what a check raises: exit status 2 (the docstring)
+BAD_INPUT_STATUS, FAILED_STATUS, INTERRUPTED_STATUS = 2, 1, 130
+
+
+class CommandError(SystemExit):
+    """The end of a command that did not succeed: its one `error: ...` line (the exception's
+    `code`, what a Python caller of `Job.main` reads) and its exit status (`status`: 2 bad input,
+    1 a failed job), both decided by `command_error`. `command` prints the line and exits with
+    the status."""
+
+    def __init__(self, line: str, status: int) -> None:
+        super().__init__(line)
+        self.status = status
+
+
+def one_line(message: str) -> str:
+    """`message` as one line: a message that lists what differs on indented lines reads as
+    `...: a != b; c != d; the fix`."""
+    parts = [part.strip() for part in str(message).splitlines() if part.strip()]
+    text = parts[0] if parts else ""
+    for part in parts[1:]:
+        text += (" " if text.endswith(":") else "; ") + part
+    return text
+
+
+def command_error(exc: BaseException) -> CommandError:
+    """What `exc` means for the command that raised it (the module docstring): bad input (a
+    ValueError or FileNotFoundError: its message alone names the problem), or a failed job (any
+    other exception: its type too, and only its first line, which a Ray task's error follows
+    with a remote traceback)."""
+    if isinstance(exc, CommandError):
+        return exc
+    if isinstance(exc, BAD_INPUT):
+        return CommandError(f"error: {one_line(str(exc))}", BAD_INPUT_STATUS)
+    from sentray.kit.storage import StorageError  # its message says what failed and a rerun
+
+    if isinstance(exc, StorageError):
+        return CommandError(f"error: {one_line(str(exc))}", FAILED_STATUS)
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return CommandError(f"error: {type(exc).__name__}: {first}".rstrip(": "), FAILED_STATUS)
 _OPTIONAL_BOOL = {"true": True, "false": False, "auto": None, "none": None}
 
 
@@ -71,6 +127,27 @@ def _flag_types(info: PrimitiveTypeInfo) -> PrimitiveConstructorSpec | None:
             is_instance=lambda value: value is None or isinstance(value, bool),
             str_from_instance=lambda value: ["auto" if value is None else str(value).lower()])
     return None
+
+
+_SAYS_ITS_DEFAULT = re.compile(r"\bdefault:")
+
+
+@REGISTRY.struct_rule
+def _one_default_per_flag(info: StructTypeInfo) -> StructConstructorSpec | None:
+    """A config's fields as tyro's own dataclass rule reads them, except that a flag whose help
+    says its default in words ("default: the bundled 1,000-sentence Brown sample") does not get
+    tyro's "(default: None)" after it too: one default per flag in every job's --help."""
+    spec = dataclass_rule(info)
+    if spec is None:
+        return None
+    fields = []
+    for item in spec.fields:
+        help_text = item.helptext() if callable(item.helptext) else item.helptext
+        if help_text and _SAYS_ITS_DEFAULT.search(help_text):
+            item = dataclasses.replace(item, type=Annotated[
+                item.type, tyro.conf.arg(help_behavior_hint="")], helptext=help_text)
+        fields.append(item)
+    return dataclasses.replace(spec, fields=tuple(fields))
 
 
 @dataclass(frozen=True)
@@ -126,8 +203,8 @@ def parse(config_type: type[C], argv: Sequence[str] | None, *, description: str,
         config = command.options
         if hasattr(config, "resolved"):  # defaults that depend on other flags (a trainer's)
             config = config.resolved()
-    except (ValueError, OSError) as exc:  # a config's __post_init__: bad values
-        raise SystemExit(f"error: {exc}") from exc
+    except (ValueError, OSError) as exc:  # a config's __post_init__ or file: bad values
+        raise CommandError(f"error: {one_line(str(exc))}", BAD_INPUT_STATUS) from exc
     return config, command.verbose
 
 
@@ -158,7 +235,7 @@ def _one_line_errors():
         }.get(kind)
         if line is not None and (text := " ".join(str(line()).split())):
             print(f"error: {text}", file=sys.stderr)
-            raise SystemExit(2)
+            raise SystemExit(BAD_INPUT_STATUS)
 
     return hooks(one_line)
 
@@ -194,8 +271,17 @@ class Job:
         return parse(self._load(self.config), argv, description=self.usage,
                      prog=prog or f"jobs/{name}.py")
 
+    @property
+    def summary(self) -> str:
+        """The usage's first sentence (up to its first `: ` or `. `), what `sentray --help`
+        lists."""
+        paragraph = " ".join(self.usage.split("\n\n", 1)[0].split())
+        return re.split(r"[:.](?:\s|$)", paragraph, maxsplit=1)[0]
+
     def main(self, name: str, argv: Sequence[str] | None = None, prog: str | None = None) -> Any:
-        """Parse, set up logging, run; bad input exits with `error: ...` (no traceback)."""
+        """Parse, set up logging, run; returns the job's result. Bad input, and storage that
+        failed under the job, raise `CommandError` (its line and status: `command_error`); any
+        other failure propagates as itself (`command` ends it the same way)."""
         config, verbose = self.parse_config(name, argv, prog)
         setup_logging(verbose)
         logging.getLogger(f"sentray.{name}").debug("config: %s", config)
@@ -203,8 +289,8 @@ class Job:
 
         try:
             result = self._load(self.run)(config)
-        except (FileNotFoundError, ValueError, StorageError) as exc:
-            raise SystemExit(f"error: {exc}") from exc
+        except (*BAD_INPUT, StorageError) as exc:
+            raise command_error(exc) from exc
         if self.brief:
             print(json.dumps({key: result[key] for key in self.brief}), flush=True)
         return result
@@ -282,8 +368,8 @@ rerun after the embedding job added input files and only their rows are added; a
 rolled back to its last recorded commit and redone. A table of another embedding is refused."""),
     "search": Job(
         "sentray.index.config:SearchConfig", "sentray.index.search:run_search", (),
-        f"""Search an index with queries embedded as its rows were (the model, pooling, Ditto head,
---truncate-dim, precision and normalization the table records).
+        f"""Search an index for the rows nearest to queries embedded as its rows were: by the model,
+pooling, Ditto head, --truncate-dim, precision and normalization the table records.
 
     python jobs/search.py out/embeddings --query "a dog in the park" -k 5
     python jobs/search.py out/embeddings/{OutputFolder.INDEX_TABLE} --queries questions.txt --json"""),
@@ -321,30 +407,40 @@ def job_entry_points(name: str) -> tuple[Callable, Callable]:
 
 
 def command(name: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    """Job `name` run as a command: 0 after it succeeded; 1 with one `error: ...` line on
-    stderr after an unexpected failure (its traceback too with --verbose), 130 after Ctrl-C;
-    bad input exits 2 from `Job.main` with its own `error: ...` line."""
+    """Job `name` run as a command: its exit status (0 after it succeeded; else 2 bad input, 1
+    a failed job, 130 Ctrl-C: the module docstring), one `error: ...` line on stderr when it
+    did not succeed (a flag tyro rejects prints its own line and exits 2 from `parse`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         JOBS[name].main(name, argv, prog)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # noqa: BLE001 (a command ends with one line, not a traceback)
+        return INTERRUPTED_STATUS
+    except (CommandError, Exception) as exc:  # noqa: BLE001 (one line, not a traceback)
         if "-v" in argv or "--verbose" in argv:
             traceback.print_exc()
-        print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
-        return 1
+        error = command_error(exc)
+        print(error.code, file=sys.stderr)
+        return error.status
     return 0
 
 
+def usage() -> str:
+    lines = [f"  {name:<11} {job.summary}" for name, job in JOBS.items()]
+    return ("usage: sentray <job> [flags]   (sentray <job> --help lists the job's flags)\n\n"
+            "jobs:\n" + "\n".join(lines))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `sentray` console script: `sentray <job> [flags]`, `sentray <job> --help`."""
+    """The `sentray` console script: `sentray <job> [flags]`, `sentray <job> --help`; no job or
+    an unknown one is bad input (exit status 2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
     if not argv or argv[0] not in JOBS:
-        lines = [f"  {name:<11} {job.usage.split(':')[0].splitlines()[0].rstrip('.')}"
-                 for name, job in JOBS.items()]
-        print("usage: sentray <job> [flags]   (sentray <job> --help lists the job's flags)\n\n"
-              "jobs:\n" + "\n".join(lines))
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+        print(usage(), file=sys.stderr)
+        said = f"unknown job {argv[0]!r}" if argv else "no job given"
+        print(f"error: {said}; the jobs are {', '.join(JOBS)}", file=sys.stderr)
+        return BAD_INPUT_STATUS
     return command(argv[0], argv[1:], prog=f"sentray {argv[0]}")

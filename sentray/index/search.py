@@ -50,8 +50,9 @@ class VectorIndex:
     def __init__(self, output_or_index: str, *, s3_endpoint: str | None = None,
                  device: str = "auto", mode: str = "auto") -> None:
         self.uri = table_uri(output_or_index)
-        database, name = connect(self.uri, s3_endpoint)
-        self.table = open_table(database, name)
+        # looked for before LanceDB connects: connecting makes the table's folder
+        found = storage.exists(storage.locate(self.uri, s3_endpoint))
+        self.table = open_table(*connect(self.uri, s3_endpoint)) if found else None
         if self.table is None:
             raise FileNotFoundError(f"no index at {self.uri}: build it with `sentray index "
                                     f"{output_or_index}` (or pass the .lance table itself)")
@@ -198,13 +199,21 @@ def run_search(config: SearchConfig) -> dict:
                         mode=config.search_mode)
     results = index.search(queries, config.k, nprobes=config.nprobes,
                            refine_factor=config.refine_factor)
-    for query, hits in zip(queries, results, strict=True):
+    for number, (query, hits) in enumerate(zip(queries, results, strict=True)):
         if config.json:
             print(json.dumps({"query": query, "hits": hits}))
             continue
-        print(f"\nquery: {query}")
+        print(f"{'' if number == 0 else chr(10)}query: {table_cell(query)}")
         for rank, hit in enumerate(hits, 1):
-            text = f"  {hit['text'][:80]}" if hit.get("text") is not None else ""
-            print(f"{rank:>3}  {hit['score']:.4f}  {hit['id']}{text}")
+            text = f"  {table_cell(hit['text'], 80)}" if hit.get("text") is not None else ""
+            print(f"{rank:>3}  {hit['score']:.4f}  {table_cell(str(hit['id']))}{text}")
     return {"queries": len(queries), "results": results, "table": index.uri}
+
+
+def table_cell(text: str, width: int | None = None) -> str:
+    """`text` on one line of the search table: whitespace runs (newlines, tabs) as one space,
+    other control characters (an escape sequence would drive the terminal) as U+FFFD; the
+    first `width` characters, with an ellipsis where it was cut."""
+    line = "".join(c if c.isprintable() else "\ufffd" for c in " ".join(text.split()))
+    return line if width is None or len(line) <= width else line[:width - 1] + "\u2026"
 

@@ -129,17 +129,17 @@ RENAMED = {"out": "output", "calibration_rows": "code_book_rows"}
 
 def read_config_file(config_type: type, path: str) -> dict[str, Any]:
     """The flat {flag: value} of a YAML config file, keys checked against the config's flags;
-    SystemExit naming the file and the problem otherwise."""
+    ValueError naming the file and the problem otherwise (bad input: `sentray.cli`)."""
     try:
         text = open(os.path.expanduser(path)).read()
     except OSError as exc:
-        raise SystemExit(f"error: --config {path}: {exc.strerror or exc}") from exc
+        raise ValueError(f"--config {path}: {exc.strerror or exc}") from exc
     try:
         values = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise SystemExit(f"error: --config {path} is not YAML: {exc}") from exc
+        raise ValueError(f"--config {path} is not YAML: {exc}") from exc
     if not isinstance(values, dict):
-        raise SystemExit(f"error: --config {path} must hold `key: value` lines (flags without "
+        raise ValueError(f"--config {path} must hold `key: value` lines (flags without "
                          f"the dashes, e.g. `batch_size: 16`), not a {type(values).__name__}")
     fields = flat_fields(config_type)
     checked = {}
@@ -150,12 +150,12 @@ def read_config_file(config_type: type, path: str) -> dict[str, Any]:
                   file=sys.stderr)
             name = RENAMED[name]
         if name not in fields:
-            raise SystemExit(f"error: --config {path}: unknown option {key!r}; the options are "
+            raise ValueError(f"--config {path}: unknown option {key!r}; the options are "
                              f"{', '.join(sorted(fields))}")
         try:
             checked[name] = coerce(fields[name], value)
         except ValueError as exc:
-            raise SystemExit(f"error: --config {path}: {key} {exc}") from exc
+            raise ValueError(f"--config {path}: {key} {exc}") from exc
     return checked
 
 
