@@ -24,6 +24,7 @@ import pyarrow as pa
 from sentray.corpus import actor_pool, execution, output_records, part_files
 from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
 from sentray.corpus.compaction import compact, needs_compaction
+from sentray.corpus.duplicate_ids import count_duplicate_ids
 from sentray.corpus.row_progress import RowProgress
 from sentray.corpus.source_runs import Pending, pending_sources, source_runs
 from sentray.corpus.sources import CorpusConfig, Source
@@ -125,6 +126,7 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     folders = [storage.locate(folder, corpus.s3_endpoint) for folder in job.folders]
     if not job.config.overwrite:
         output_records.check_settings(folders, job.settings)  # refuse before touching anything
+    duplicates = count_duplicate_ids(sources, corpus.id_column)  # a warning, not a refusal
     with output_records.RunClaim(folders[0], job.settings) as claim:
         _prepare_folders(job, folders)
         todo = pending_sources(sources, folders)
@@ -134,7 +136,7 @@ def _run_corpus_job(job: CorpusJob) -> dict:
             part_files.write_empty_source(folders[0], source, job.empty_schema(source))
         timings = _run_rows(job, folders, sources, todo, claim)
         counting = time.perf_counter()
-        summary = job.summarize(folders, sources)
+        summary = {**job.summarize(folders, sources), "duplicate_ids": duplicates.rows}
         seconds = time.perf_counter() - started
         if timings is not None:  # the row accounting: the parts' footers read
             timings["summary"] = round(time.perf_counter() - counting, 2)
