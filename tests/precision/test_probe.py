@@ -72,6 +72,24 @@ def test_a_conversion_is_made_only_for_a_job_that_pays_it_back():
     assert not worth_converting("onnx", None, 150.0, 150.0, 300, 256)[0]  # size unknown
 
 
+def test_a_cached_decision_speaks_of_this_runs_rows():
+    """A decision cached by a job of 47,124 rows, read by one of 2,000: its notes on the
+    conversions are said of 2,000 rows, not of the job that made it."""
+    earlier = ("openvino fp32 measured 1.50x torch fp32 on this CPU, vectors within 1.0e-06; "
+               "onnx made: 47124 rows take about 314 s at the best rate measured, >= 4 x the ~5 "
+               "s estimated to make it; onnx-int8 not tried: 47124 rows take about 314 s at the "
+               "best rate measured, under 4 x the ~80 s estimated to make it")
+    decision = probe_module.Decision(
+        "openvino", "fp32", earlier, [{"runtime": "torch", "precision": "fp32", "rate": 100.0},
+                                      {"runtime": "openvino", "precision": "fp32", "rate": 150.0}],
+        "a CPU", 2, cached=True)
+    told = probe_module.for_this_run(decision, 2_000, artefacts.Calibration(rows=300)).why
+    assert "47124" not in told, told
+    assert told.startswith("openvino fp32 measured 1.50x torch fp32")
+    assert "onnx made by an earlier run" in told
+    assert "onnx-int8 not tried: 2000 rows take about 13 s at the best rate measured" in told
+
+
 class FakeClock:
     def __init__(self, step: float) -> None:
         self.now, self.step = 0.0, step
