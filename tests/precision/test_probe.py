@@ -284,7 +284,7 @@ def test_a_job_on_a_cluster_measures_auto_in_a_ray_task_with_an_actors_cpus(
     corpus = CorpusConfig(input=str(corpus_file))
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="sentray.precision.plan"):
-        ranges = embed_job.code_book(plan, VectorConfig(output_dtype="int8", code_book_rows=30),
+        ranges, _ = embed_job.code_book(plan, VectorConfig(output_dtype="int8", code_book_rows=30),
                                      corpus, discover_sources(corpus), kept=None, where=where)
     assert "measure_code_book ran in a Ray task on node" in caplog.text
     assert ranges.dimension == plan.dimension
