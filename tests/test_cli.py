@@ -120,3 +120,20 @@ def test_the_old_out_flag_is_accepted_with_a_notice(name, tmp_path, capsys):
     config, _ = job.parse_config(["--config", str(old)])
     assert config.output == str(tmp_path / "b")
     assert "out is deprecated; use output" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "old"), [("search", "index"), ("serve", "output")])
+def test_index_search_and_serve_name_their_embedding_output_alike(name, old, tmp_path, capsys):
+    """The embedding output folder index, search and serve read is `embeddings` in all three
+    (issue 66); a config file's old key (search's `index:`, serve's `output:`) still works, with
+    one line saying so."""
+    job = load_job(name)
+    assert "embeddings" in config_files.flat_fields(config_type(job))
+    config, _ = job.parse_config([str(tmp_path / "emb")])
+    assert config.embeddings == str(tmp_path / "emb")
+    path = tmp_path / "old.yaml"
+    path.write_text(f"{old}: {tmp_path / 'b'}\n")
+    config, _ = job.parse_config(["--config", str(path)])
+    assert config.embeddings == str(tmp_path / "b")
+    assert capsys.readouterr().err.strip() == (f"warning: --config {path}: {old} is "
+                                               "deprecated; use embeddings")

@@ -22,7 +22,8 @@ class IndexConfig:
     """The index job: every embedded row of an output once in a LanceDB table, an ANN index."""
 
     # the embedding output folder (local or s3://) that jobs/embed.py wrote
-    embeddings: Annotated[str, tyro.conf.Positional] = "out/embeddings"
+    embeddings: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="EMBEDDINGS")] = \
+        "out/embeddings"
     # where the table goes, a path or s3:// URI ending in .lance (default: EMBEDDINGS/_index.lance)
     index_uri: str | None = None
     # the embedding job's --input: each row's text joined to it by source and row
@@ -73,8 +74,10 @@ class IndexConfig:
 class SearchConfig:
     """The search job: each query encoded as the table's rows were, its k nearest rows."""
 
-    # an embedding output folder (its EMBEDDINGS/_index.lance) or a table (.lance)
-    index: Annotated[str, tyro.conf.Positional] = "out/embeddings"
+    # the embedding output folder (its EMBEDDINGS/_index.lance) that jobs/embed.py wrote, or a
+    # table (.lance)
+    embeddings: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="EMBEDDINGS")] = \
+        "out/embeddings"
     # a query (repeat the flag for several)
     query: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
     queries: str | None = None  # a text file of queries, one per line
@@ -93,8 +96,8 @@ class SearchConfig:
     search_mode: SearchMode = "auto"
 
     def __post_init__(self) -> None:
-        if not self.index:
-            raise ValueError("no index given: an embedding output folder or a .lance table")
+        if not self.embeddings:
+            raise ValueError("no embeddings given: an embedding output folder or a .lance table")
         check_choices(self)
         check_at_least(1, k=self.k, nprobes=self.nprobes)
         check_at_least(0, refine_factor=self.refine_factor)

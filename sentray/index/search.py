@@ -30,7 +30,7 @@ EncodedQuery = tuple[np.ndarray, "np.ndarray | None"]
 
 
 def table_uri(output_or_index: str) -> str:
-    """The table of an embedding output folder (OUTPUT/_index.lance), or a .lance table."""
+    """The table of an embedding output folder (EMBEDDINGS/_index.lance), or a .lance table."""
     uri = output_or_index.rstrip("/")
     return uri if uri.endswith(".lance") else OutputFolder.index_table(uri)
 
@@ -195,7 +195,7 @@ def read_queries(config: SearchConfig) -> list[str]:
 def run_search(config: SearchConfig) -> dict:
     """The search job: prints each query's hits (a table, or JSON lines with --json)."""
     queries = read_queries(config)
-    index = VectorIndex(config.index, s3_endpoint=config.s3_endpoint, device=config.device,
+    index = VectorIndex(config.embeddings, s3_endpoint=config.s3_endpoint, device=config.device,
                         mode=config.search_mode)
     results = index.search(queries, config.k, nprobes=config.nprobes,
                            refine_factor=config.refine_factor)

@@ -125,6 +125,10 @@ def flat_values(config: Any) -> dict[str, Any]:
 # embed's --calibration-rows (the output code book's rows, --code-book-rows: "calibration" is
 # NNCF's int8 calibration only)
 RENAMED = {"out": "output", "calibration_rows": "code_book_rows"}
+# old keys of a config file only, where the argument is positional (typed without a name on the
+# command line): the embedding output folder that index, search and serve read is `embeddings`
+# in all three (search called it `index`, serve `output`)
+RENAMED_KEYS = {**RENAMED, "index": "embeddings", "output": "embeddings"}
 
 
 def read_config_file(config_type: type, path: str) -> dict[str, Any]:
@@ -145,10 +149,10 @@ def read_config_file(config_type: type, path: str) -> dict[str, Any]:
     checked = {}
     for key, value in values.items():
         name = str(key).replace("-", "_")
-        if name not in fields and RENAMED.get(name) in fields:  # an old file: `out: ...`
-            print(f"warning: --config {path}: {key} is deprecated; use {RENAMED[name]}",
+        if name not in fields and RENAMED_KEYS.get(name) in fields:  # an old file: `out: ...`
+            print(f"warning: --config {path}: {key} is deprecated; use {RENAMED_KEYS[name]}",
                   file=sys.stderr)
-            name = RENAMED[name]
+            name = RENAMED_KEYS[name]
         if name not in fields:
             raise ValueError(f"--config {path}: unknown option {key!r}; the options are "
                              f"{', '.join(sorted(fields))}")
