@@ -137,3 +137,30 @@ def test_index_search_and_serve_name_their_embedding_output_alike(name, old, tmp
     assert config.embeddings == str(tmp_path / "b")
     assert capsys.readouterr().err.strip() == (f"warning: --config {path}: {old} is "
                                                "deprecated; use embeddings")
+
+
+def test_help_reads_right(capsys, monkeypatch):
+    """One default per flag (a help that says its own, "default: the bundled ... sample", gets
+    no "(default: None)" after it); `sentray --help` lists each job's whole first sentence;
+    index's --ray-rows says what it does, not --write's text."""
+    from sentray.cli import JOBS, main
+
+    import re
+
+    monkeypatch.setenv("COLUMNS", "80")  # one column of flags
+    for name in JOBS:
+        with pytest.raises(SystemExit):
+            load_job(name).parse_config(["--help"])
+        text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+        twice = re.search(r"default:(?:(?!--)[^()])*\)?\s*\(default:", text)  # in one flag
+        assert twice is None, (name, twice and text[twice.start() - 80:twice.end()])
+    assert main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    search = next(line for line in listed.splitlines() if line.startswith("  search "))
+    assert search.endswith("queries embedded as its rows were"), search
+    assert all(line.count("(") == line.count(")") for line in listed.splitlines())
+    with pytest.raises(SystemExit):
+        load_job("index").parse_config(["--help"])
+    shown = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()
+             if line.strip().startswith("--")}
+    assert "--write auto" in shown["--ray-rows"] and "local:" not in shown["--ray-rows"]

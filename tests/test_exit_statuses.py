@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import ROOT
+from conftest import ROOT, small_disk_at
 
 SENTRAY = str(Path(sys.executable).parent / "sentray")  # what `pip install` put beside python
 BAD_INPUT, FAILED = 2, 1
@@ -42,7 +42,7 @@ def error_line(done: subprocess.CompletedProcess) -> str:
 def corpus(tmp_path_factory) -> Path:
     """A Parquet corpus whose text is in `body` and whose ids repeat (rows 0 and 3)."""
     folder = tmp_path_factory.mktemp("exit-statuses")
-    texts = ["A dog runs in the park.", "Rain falls on the town.", "Markets rose today.",
+    texts = ["A dog runs\nin the park.", "Rain falls on the town.", "Markets rose today.",
              "A cat sleeps in the sun.", "The song was long."]
     pq.write_table(pa.table({"body": texts, "id": ["a", "b", "c", "a", "e"]}),
                    folder / "corpus.parquet")
@@ -123,27 +123,29 @@ def test_duplicate_ids_are_counted_and_said(embedded):
 
 
 def test_index_reads_the_text_column_the_embedding_recorded(embedded, corpus):
-    """`--text-column body` typed once, at embed time: the index joins the texts from it."""
+    """`--text-column body` typed once, at embed time: the index joins the texts from it; the
+    search prints them one line a hit."""
     done = run(SENTRAY, "index", str(embedded["output"]), "--text-from", str(corpus))
     assert done.returncode == 0, done.stderr[-3000:]
     found = run(SENTRAY, "search", str(embedded["output"]), "--query", "a dog", "-k", "5",
                 "--json")
     assert found.returncode == 0, found.stderr[-3000:]
     texts = {hit["text"] for hit in json.loads(found.stdout.splitlines()[-1])["hits"]}
-    assert "A dog runs in the park." in texts
+    assert "A dog runs\nin the park." in texts
+    # the table: the query's line first (no blank line before it), then one line a hit, a
+    # text's newline read as a space
+    table = run(SENTRAY, "search", str(embedded["output"]), "--query", "a dog", "-k", "5")
+    assert table.returncode == 0, table.stderr[-3000:]
+    lines = table.stdout.splitlines()
+    assert lines[0] == "query: a dog" and len(lines) == 6, table.stdout
+    assert any(line.endswith("A dog runs in the park.") for line in lines[1:]), table.stdout
 
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 256 KiB tmpfs (mounting needs root, as CI and this machine have)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    """A 256 KiB tmpfs."""
+    with small_disk_at(tmp_path / "disk", "256k") as mount:
+        yield mount
 
 
 def test_a_failed_job_exits_1_with_one_error_line(embedded, small_disk):
