@@ -5,7 +5,7 @@ Each job's flags come from its config dataclass (nested configs included) throug
 that default, so every default and every help line is written once, beside the field. Nested
 configs (an embed job's corpus, encoder and actor pool) become groups of flags without a prefix.
 
-Why tyro: it turns dataclasses, `Literal`s and `X | None` into typed flags with help taken from the
+Why tyro (our spellings of a few types: `sentray.kit.flag_types`): it turns dataclasses, `Literal`s and `X | None` into typed flags with help taken from the
 fields' own comments, and it keeps the dataclass's `__post_init__` as the one validator. (We
 use argparse's dash spelling for flags; jsonargparse would name them `--batch_size` and nest the
 groups as `--encoder.batch_size`.)
@@ -18,21 +18,14 @@ run. The config holds what was typed; what depends on the model is decided by th
 
 Every command behaves like a Unix tool (`command`): exit status 0 after a job that succeeded,
 its brief result on stdout; otherwise one `error: ...` line on stderr (the traceback only with
---verbose) and an exit status that says which of three things happened (`CommandError`):
-
-- 2, bad input: a flag, a `--config` file, the input or an output folder the job refuses. Every
-  check in sentray raises ValueError or FileNotFoundError naming the bad value and the fix (the
-  developers' guide), so those two kinds are bad input wherever the job raises them;
-- 1, a failed job: anything else (storage that failed under it, a worker lost past its retries,
-  a bug);
-- 130, an interrupt (Ctrl-C).
+--verbose) and an exit status that says what happened: 2 bad input, 1 a failed job, 130 an
+interrupt (`sentray.kit.exit_status` decides which).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import importlib
 import json
 import logging
@@ -44,111 +37,22 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Generic, TypeVar
 
 import tyro
-from tyro.constructors import (
-    ConstructorRegistry,
-    PrimitiveConstructorSpec,
-    PrimitiveTypeInfo,
-    StructConstructorSpec,
-    StructTypeInfo,
-)
-from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
 from sentray.kit import config_files
-from sentray.kit.config_files import build_config, flat_fields, is_single_flag, read_config_file
+from sentray.kit.config_files import build_config, flat_fields, read_config_file
+from sentray.kit.exit_status import (
+    BAD_INPUT,
+    BAD_INPUT_STATUS,
+    INTERRUPTED_STATUS,
+    CommandError,
+    command_error,
+    one_line,
+)
+from sentray.kit.flag_types import REGISTRY
 from sentray.kit.output_folder import OutputFolder
 from sentray.kit.ray_quiet import quiet_libraries
 
 C = TypeVar("C")
-
-REGISTRY = ConstructorRegistry()
-BAD_INPUT = (ValueError, FileNotFoundError)  # what a check raises: exit status 2 (the docstring)
-BAD_INPUT_STATUS, FAILED_STATUS, INTERRUPTED_STATUS = 2, 1, 130
-
-
-class CommandError(SystemExit):
-    """The end of a command that did not succeed: its one `error: ...` line (the exception's
-    `code`, what a Python caller of `Job.main` reads) and its exit status (`status`: 2 bad input,
-    1 a failed job), both decided by `command_error`. `command` prints the line and exits with
-    the status."""
-
-    def __init__(self, line: str, status: int) -> None:
-        super().__init__(line)
-        self.status = status
-
-
-def one_line(message: str) -> str:
-    """`message` as one line: a message that lists what differs on indented lines reads as
-    `...: a != b; c != d; the fix`."""
-    parts = [part.strip() for part in str(message).splitlines() if part.strip()]
-    text = parts[0] if parts else ""
-    for part in parts[1:]:
-        text += (" " if text.endswith(":") else "; ") + part
-    return text
-
-
-def command_error(exc: BaseException) -> CommandError:
-    """What `exc` means for the command that raised it (the module docstring): bad input (a
-    ValueError or FileNotFoundError: its message alone names the problem), or a failed job (any
-    other exception: its type too, and only its first line, which a Ray task's error follows
-    with a remote traceback)."""
-    if isinstance(exc, CommandError):
-        return exc
-    if isinstance(exc, BAD_INPUT):
-        return CommandError(f"error: {one_line(str(exc))}", BAD_INPUT_STATUS)
-    from sentray.kit.storage import StorageError  # its message says what failed and a rerun
-
-    if isinstance(exc, StorageError):
-        return CommandError(f"error: {one_line(str(exc))}", FAILED_STATUS)
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return CommandError(f"error: {type(exc).__name__}: {first}".rstrip(": "), FAILED_STATUS)
-_OPTIONAL_BOOL = {"true": True, "false": False, "auto": None, "none": None}
-
-
-@REGISTRY.primitive_rule
-def _flag_types(info: PrimitiveTypeInfo) -> PrimitiveConstructorSpec | None:
-    """Two kinds of type a flag spells its own way: a dataclass written as one value (SIFTER's
-    lambdas as `1,1,1`: it has `parse` and `spec`) and a three-way switch (`bool | None`: on,
-    off, or decided from the model) as `--mlp`, `--mlp false`, `--mlp auto`."""
-    if isinstance(info.type, type) and is_single_flag(info.type):
-        kind = info.type
-        return PrimitiveConstructorSpec(
-            nargs=1, metavar=getattr(kind, "METAVAR", kind.__name__.upper()),
-            instance_from_str=lambda args: kind.parse(args[0]),
-            is_instance=lambda value: isinstance(value, kind),
-            str_from_instance=lambda value: [value.spec()])
-    if info.type == bool | None:
-        def from_str(args: list[str]) -> bool | None:
-            word = (args[0] if args else "true").lower()
-            if word not in _OPTIONAL_BOOL:
-                raise ValueError(f"expected true, false or auto, got {word!r}")
-            return _OPTIONAL_BOOL[word]
-        return PrimitiveConstructorSpec(
-            nargs="*", metavar="[true|false|auto]", instance_from_str=from_str,
-            is_instance=lambda value: value is None or isinstance(value, bool),
-            str_from_instance=lambda value: ["auto" if value is None else str(value).lower()])
-    return None
-
-
-_SAYS_ITS_DEFAULT = re.compile(r"\bdefault:")
-
-
-@REGISTRY.struct_rule
-def _one_default_per_flag(info: StructTypeInfo) -> StructConstructorSpec | None:
-    """A config's fields as tyro's own dataclass rule reads them, except that a flag whose help
-    says its default in words ("default: the bundled 1,000-sentence Brown sample") does not get
-    tyro's "(default: None)" after it too: one default per flag in every job's --help."""
-    spec = dataclass_rule(info)
-    if spec is None:
-        return None
-    fields = []
-    for item in spec.fields:
-        help_text = item.helptext() if callable(item.helptext) else item.helptext
-        if help_text and _SAYS_ITS_DEFAULT.search(help_text):
-            item = dataclasses.replace(item, type=Annotated[
-                item.type, tyro.conf.arg(help_behavior_hint="")], helptext=help_text)
-        fields.append(item)
-    return dataclasses.replace(spec, fields=tuple(fields))
-
 
 @dataclass(frozen=True)
 class _Command(Generic[C]):

@@ -143,9 +143,9 @@ def test_help_reads_right(capsys, monkeypatch):
     """One default per flag (a help that says its own, "default: the bundled ... sample", gets
     no "(default: None)" after it); `sentray --help` lists each job's whole first sentence;
     index's --ray-rows says what it does, not --write's text."""
-    from sentray.cli import JOBS, main
-
     import re
+
+    from sentray.cli import JOBS, main
 
     monkeypatch.setenv("COLUMNS", "80")  # one column of flags
     for name in JOBS:
