@@ -5,10 +5,11 @@ Each job's flags come from its config dataclass (nested configs included) throug
 that default, so every default and every help line is written once, beside the field. Nested
 configs (an embed job's corpus, encoder and actor pool) become groups of flags without a prefix.
 
-Why tyro (our spellings of a few types: `sentray.kit.flag_types`): it turns dataclasses, `Literal`s and `X | None` into typed flags with help taken from the
-fields' own comments, and it keeps the dataclass's `__post_init__` as the one validator. (We
+Why tyro: it turns dataclasses, `Literal`s and `X | None` into typed flags with help taken from
+the fields' own comments, and it keeps the dataclass's `__post_init__` as the one validator. (We
 use argparse's dash spelling for flags; jsonargparse would name them `--batch_size` and nest the
-groups as `--encoder.batch_size`.)
+groups as `--encoder.batch_size`.) The few types we spell our own way, and one default per flag
+in `--help`: `sentray.kit.flag_types`.
 
 A job also takes `--config FILE.yaml`: flat `key: value` lines named like the flags
 (`batch_size: 16` for `--batch-size 16`), read into the default instance that the flags given
@@ -53,6 +54,7 @@ from sentray.kit.output_folder import OutputFolder
 from sentray.kit.ray_quiet import quiet_libraries
 
 C = TypeVar("C")
+
 
 @dataclass(frozen=True)
 class _Command(Generic[C]):
@@ -177,8 +179,7 @@ class Job:
 
     @property
     def summary(self) -> str:
-        """The usage's first sentence (up to its first `: ` or `. `), what `sentray --help`
-        lists."""
+        """The usage's first sentence (to its first `: ` or `. `): what `sentray --help` lists."""
         paragraph = " ".join(self.usage.split("\n\n", 1)[0].split())
         return re.split(r"[:.](?:\s|$)", paragraph, maxsplit=1)[0]
 
@@ -311,9 +312,8 @@ def job_entry_points(name: str) -> tuple[Callable, Callable]:
 
 
 def command(name: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    """Job `name` run as a command: its exit status (0 after it succeeded; else 2 bad input, 1
-    a failed job, 130 Ctrl-C: the module docstring), one `error: ...` line on stderr when it
-    did not succeed (a flag tyro rejects prints its own line and exits 2 from `parse`)."""
+    """Job `name` run as a command: its exit status (the module docstring), with one `error: ...`
+    line on stderr when it did not succeed (tyro's flag errors print theirs in `parse`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         JOBS[name].main(name, argv, prog)
