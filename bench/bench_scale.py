@@ -78,7 +78,7 @@ def encoder_alone(config, rows: int) -> float:
     sources = discover_sources(config.corpus)
     plan = plan_encoder(config.encoder)
     vector = stored_vector(config.vector, plan)
-    ranges = code_book(plan, vector, config.corpus, sources, None)
+    ranges, _ = code_book(plan, vector, config.corpus, sources, None)
     actor = EmbedBatch(EmbedSpec(plan, vector, ranges))
     records = first_records(sources, config.corpus, rows)
     block = config.pool.rows_per_batch

@@ -130,7 +130,7 @@ def default_text(hint: Any, value: Any) -> str:
 
 
 def spelling(name: str, hint: Any, annotated: Any = None) -> str:
-    if tyro.conf.Positional in getattr(annotated, "__metadata__", ()):  # `sentray search OUTPUT`
+    if tyro.conf.Positional in getattr(annotated, "__metadata__", ()):  # `sentray search EMBEDDINGS`
         return name.upper()
     flag = "--" + name.replace("_", "-")
     if hint is bool or hint == bool | None:  # sentray.cli turns --no-X into --X false

@@ -5,10 +5,11 @@ Each job's flags come from its config dataclass (nested configs included) throug
 that default, so every default and every help line is written once, beside the field. Nested
 configs (an embed job's corpus, encoder and actor pool) become groups of flags without a prefix.
 
-Why tyro: it turns dataclasses, `Literal`s and `X | None` into typed flags with help taken from the
-fields' own comments, and it keeps the dataclass's `__post_init__` as the one validator. (We
+Why tyro: it turns dataclasses, `Literal`s and `X | None` into typed flags with help taken from
+the fields' own comments, and it keeps the dataclass's `__post_init__` as the one validator. (We
 use argparse's dash spelling for flags; jsonargparse would name them `--batch_size` and nest the
-groups as `--encoder.batch_size`.)
+groups as `--encoder.batch_size`.) The few types we spell our own way, and one default per flag
+in `--help`: `sentray.kit.flag_types`.
 
 A job also takes `--config FILE.yaml`: flat `key: value` lines named like the flags
 (`batch_size: 16` for `--batch-size 16`), read into the default instance that the flags given
@@ -17,8 +18,9 @@ then override. A job writes the configuration it ran with to `OUTPUT/_config.yam
 run. The config holds what was typed; what depends on the model is decided by the job's plan.
 
 Every command behaves like a Unix tool (`command`): exit status 0 after a job that succeeded,
-its brief result on stdout; non-zero with one `error: ...` line on stderr otherwise (bad input,
-a failed job, an interrupt), the traceback only with --verbose.
+its brief result on stdout; otherwise one `error: ...` line on stderr (the traceback only with
+--verbose) and an exit status that says what happened: 2 bad input, 1 a failed job, 130 an
+interrupt (`sentray.kit.exit_status` decides which).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import contextlib
 import importlib
 import json
 import logging
+import re
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -35,42 +38,22 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Generic, TypeVar
 
 import tyro
-from tyro.constructors import ConstructorRegistry, PrimitiveConstructorSpec, PrimitiveTypeInfo
 
 from sentray.kit import config_files
-from sentray.kit.config_files import build_config, flat_fields, is_single_flag, read_config_file
+from sentray.kit.config_files import build_config, flat_fields, read_config_file
+from sentray.kit.exit_status import (
+    BAD_INPUT,
+    BAD_INPUT_STATUS,
+    INTERRUPTED_STATUS,
+    CommandError,
+    command_error,
+    one_line,
+)
+from sentray.kit.flag_types import REGISTRY
 from sentray.kit.output_folder import OutputFolder
 from sentray.kit.ray_quiet import quiet_libraries
 
 C = TypeVar("C")
-
-REGISTRY = ConstructorRegistry()
-_OPTIONAL_BOOL = {"true": True, "false": False, "auto": None, "none": None}
-
-
-@REGISTRY.primitive_rule
-def _flag_types(info: PrimitiveTypeInfo) -> PrimitiveConstructorSpec | None:
-    """Two kinds of type a flag spells its own way: a dataclass written as one value (SIFTER's
-    lambdas as `1,1,1`: it has `parse` and `spec`) and a three-way switch (`bool | None`: on,
-    off, or decided from the model) as `--mlp`, `--mlp false`, `--mlp auto`."""
-    if isinstance(info.type, type) and is_single_flag(info.type):
-        kind = info.type
-        return PrimitiveConstructorSpec(
-            nargs=1, metavar=getattr(kind, "METAVAR", kind.__name__.upper()),
-            instance_from_str=lambda args: kind.parse(args[0]),
-            is_instance=lambda value: isinstance(value, kind),
-            str_from_instance=lambda value: [value.spec()])
-    if info.type == bool | None:
-        def from_str(args: list[str]) -> bool | None:
-            word = (args[0] if args else "true").lower()
-            if word not in _OPTIONAL_BOOL:
-                raise ValueError(f"expected true, false or auto, got {word!r}")
-            return _OPTIONAL_BOOL[word]
-        return PrimitiveConstructorSpec(
-            nargs="*", metavar="[true|false|auto]", instance_from_str=from_str,
-            is_instance=lambda value: value is None or isinstance(value, bool),
-            str_from_instance=lambda value: ["auto" if value is None else str(value).lower()])
-    return None
 
 
 @dataclass(frozen=True)
@@ -126,8 +109,8 @@ def parse(config_type: type[C], argv: Sequence[str] | None, *, description: str,
         config = command.options
         if hasattr(config, "resolved"):  # defaults that depend on other flags (a trainer's)
             config = config.resolved()
-    except (ValueError, OSError) as exc:  # a config's __post_init__: bad values
-        raise SystemExit(f"error: {exc}") from exc
+    except (ValueError, OSError) as exc:  # a config's __post_init__ or file: bad values
+        raise CommandError(f"error: {one_line(str(exc))}", BAD_INPUT_STATUS) from exc
     return config, command.verbose
 
 
@@ -158,7 +141,7 @@ def _one_line_errors():
         }.get(kind)
         if line is not None and (text := " ".join(str(line()).split())):
             print(f"error: {text}", file=sys.stderr)
-            raise SystemExit(2)
+            raise SystemExit(BAD_INPUT_STATUS)
 
     return hooks(one_line)
 
@@ -194,8 +177,16 @@ class Job:
         return parse(self._load(self.config), argv, description=self.usage,
                      prog=prog or f"jobs/{name}.py")
 
+    @property
+    def summary(self) -> str:
+        """The usage's first sentence (to its first `: ` or `. `): what `sentray --help` lists."""
+        paragraph = " ".join(self.usage.split("\n\n", 1)[0].split())
+        return re.split(r"[:.](?:\s|$)", paragraph, maxsplit=1)[0]
+
     def main(self, name: str, argv: Sequence[str] | None = None, prog: str | None = None) -> Any:
-        """Parse, set up logging, run; bad input exits with `error: ...` (no traceback)."""
+        """Parse, set up logging, run; returns the job's result. Bad input, and storage that
+        failed under the job, raise `CommandError` (its line and status: `command_error`); any
+        other failure propagates as itself (`command` ends it the same way)."""
         config, verbose = self.parse_config(name, argv, prog)
         setup_logging(verbose)
         logging.getLogger(f"sentray.{name}").debug("config: %s", config)
@@ -203,8 +194,8 @@ class Job:
 
         try:
             result = self._load(self.run)(config)
-        except (FileNotFoundError, ValueError, StorageError) as exc:
-            raise SystemExit(f"error: {exc}") from exc
+        except (*BAD_INPUT, StorageError) as exc:
+            raise command_error(exc) from exc
         if self.brief:
             print(json.dumps({key: result[key] for key in self.brief}), flush=True)
         return result
@@ -282,8 +273,8 @@ rerun after the embedding job added input files and only their rows are added; a
 rolled back to its last recorded commit and redone. A table of another embedding is refused."""),
     "search": Job(
         "sentray.index.config:SearchConfig", "sentray.index.search:run_search", (),
-        f"""Search an index with queries embedded as its rows were (the model, pooling, Ditto head,
---truncate-dim, precision and normalization the table records).
+        f"""Search an index for the rows nearest to queries embedded as its rows were: by the model,
+pooling, Ditto head, --truncate-dim, precision and normalization the table records.
 
     python jobs/search.py out/embeddings --query "a dog in the park" -k 5
     python jobs/search.py out/embeddings/{OutputFolder.INDEX_TABLE} --queries questions.txt --json"""),
@@ -321,30 +312,39 @@ def job_entry_points(name: str) -> tuple[Callable, Callable]:
 
 
 def command(name: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    """Job `name` run as a command: 0 after it succeeded; 1 with one `error: ...` line on
-    stderr after an unexpected failure (its traceback too with --verbose), 130 after Ctrl-C;
-    bad input exits 2 from `Job.main` with its own `error: ...` line."""
+    """Job `name` run as a command: its exit status (the module docstring), with one `error: ...`
+    line on stderr when it did not succeed (tyro's flag errors print theirs in `parse`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         JOBS[name].main(name, argv, prog)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # noqa: BLE001 (a command ends with one line, not a traceback)
+        return INTERRUPTED_STATUS
+    except (CommandError, Exception) as exc:  # noqa: BLE001 (one line, not a traceback)
         if "-v" in argv or "--verbose" in argv:
             traceback.print_exc()
-        print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
-        return 1
+        error = command_error(exc)
+        print(error.code, file=sys.stderr)
+        return error.status
     return 0
 
 
+def usage() -> str:
+    lines = [f"  {name:<11} {job.summary}" for name, job in JOBS.items()]
+    return ("usage: sentray <job> [flags]   (sentray <job> --help lists the job's flags)\n\n"
+            "jobs:\n" + "\n".join(lines))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `sentray` console script: `sentray <job> [flags]`, `sentray <job> --help`."""
+    """The `sentray` console script: `sentray <job> [flags]`, `sentray <job> --help`; no job or
+    an unknown one is bad input (exit status 2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
     if not argv or argv[0] not in JOBS:
-        lines = [f"  {name:<11} {job.usage.split(':')[0].splitlines()[0].rstrip('.')}"
-                 for name, job in JOBS.items()]
-        print("usage: sentray <job> [flags]   (sentray <job> --help lists the job's flags)\n\n"
-              "jobs:\n" + "\n".join(lines))
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+        print(usage(), file=sys.stderr)
+        said = f"unknown job {argv[0]!r}" if argv else "no job given"
+        print(f"error: {said}; the jobs are {', '.join(JOBS)}", file=sys.stderr)
+        return BAD_INPUT_STATUS
     return command(argv[0], argv[1:], prog=f"sentray {argv[0]}")

@@ -3,7 +3,9 @@ bind 127.0.0.1 only and never probe cloud metadata addresses (see README, "Ray o
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -273,3 +275,19 @@ def nlp():
     from sentray.sifter.parsers import load_spacy
 
     return load_spacy()
+
+
+@contextlib.contextmanager
+def small_disk_at(folder: Path, size: str):
+    """A tmpfs of `size` (as mount says it: "1m", "256k") mounted at a new `folder`, unmounted
+    after; the test skipped where mounting is not allowed (it needs root, as CI and this machine
+    have)."""
+    folder.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)

@@ -120,3 +120,47 @@ def test_the_old_out_flag_is_accepted_with_a_notice(name, tmp_path, capsys):
     config, _ = job.parse_config(["--config", str(old)])
     assert config.output == str(tmp_path / "b")
     assert "out is deprecated; use output" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "old"), [("search", "index"), ("serve", "output")])
+def test_index_search_and_serve_name_their_embedding_output_alike(name, old, tmp_path, capsys):
+    """The embedding output folder index, search and serve read is `embeddings` in all three
+    (issue 66); a config file's old key (search's `index:`, serve's `output:`) still works, with
+    one line saying so."""
+    job = load_job(name)
+    assert "embeddings" in config_files.flat_fields(config_type(job))
+    config, _ = job.parse_config([str(tmp_path / "emb")])
+    assert config.embeddings == str(tmp_path / "emb")
+    path = tmp_path / "old.yaml"
+    path.write_text(f"{old}: {tmp_path / 'b'}\n")
+    config, _ = job.parse_config(["--config", str(path)])
+    assert config.embeddings == str(tmp_path / "b")
+    assert capsys.readouterr().err.strip() == (f"warning: --config {path}: {old} is "
+                                               "deprecated; use embeddings")
+
+
+def test_help_reads_right(capsys, monkeypatch):
+    """One default per flag (a help that says its own, "default: the bundled ... sample", gets
+    no "(default: None)" after it); `sentray --help` lists each job's whole first sentence;
+    index's --ray-rows says what it does, not --write's text."""
+    import re
+
+    from sentray.cli import JOBS, main
+
+    monkeypatch.setenv("COLUMNS", "80")  # one column of flags
+    for name in JOBS:
+        with pytest.raises(SystemExit):
+            load_job(name).parse_config(["--help"])
+        text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+        twice = re.search(r"default:(?:(?!--)[^()])*\)?\s*\(default:", text)  # in one flag
+        assert twice is None, (name, twice and text[twice.start() - 80:twice.end()])
+    assert main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    search = next(line for line in listed.splitlines() if line.startswith("  search "))
+    assert search.endswith("queries embedded as its rows were"), search
+    assert all(line.count("(") == line.count(")") for line in listed.splitlines())
+    with pytest.raises(SystemExit):
+        load_job("index").parse_config(["--help"])
+    shown = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()
+             if line.strip().startswith("--")}
+    assert "--write auto" in shown["--ray-rows"] and "local:" not in shown["--ray-rows"]

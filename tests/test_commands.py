@@ -1,7 +1,7 @@
 """Every job as a user runs it: the installed `sentray` console script in a subprocess. A job
 that succeeded exits 0 with its result on stdout (the brief JSON line of a corpus, training or
-index job, nothing printed after it); bad input exits non-zero with one `error: ...` line; so
-does a job that fails. `python jobs/X.py` runs the same `command`."""
+index job, nothing printed after it). `python jobs/X.py` runs the same `command`. Bad input and
+failed jobs: tests/test_exit_statuses.py."""
 
 from __future__ import annotations
 
@@ -102,25 +102,3 @@ def test_augment_train_evaluate_and_the_lstm_exit_0(work, data_dir):
                      "--limit-eval", "32", "--max-steps", "2", "--data-dir", str(data_dir),
                      "--output", str(folder / "lstm")), "train_lstm")
     assert lstm["steps"] == 2
-
-
-def test_bad_input_and_a_failed_job_end_with_one_error_line(work, tmp_path):
-    """A bad flag: exit 2 and one `error: ...` line naming it (not tyro's box); input a job
-    refuses, or a job that fails: exit 1 and one line (its traceback only with --verbose); no
-    JSON line either way."""
-    for flags, said in ((["--batch-size", "0"], "error: batch_size must be >= 1, got 0"),
-                        (["--batch-size", "x"], "error: --batch-size: invalid literal"),
-                        (["--precision", "int4"], "error: --precision must be one of fp32"),
-                        (["--bogus"], "error: unrecognized arguments: --bogus")):
-        bad = run(SENTRAY, "embed", *flags, "--output", str(tmp_path / "o"))
-        assert bad.returncode == 2 and bad.stdout.splitlines() == [bad.stdout.splitlines()[0]]
-        assert bad.stdout.startswith(said), bad.stdout
-    missing = run(SENTRAY, "embed", "--input", str(tmp_path / "absent.txt"), "--output",
-                  str(tmp_path / "o"))
-    assert missing.returncode == 1 and "absent.txt" in missing.stdout.splitlines()[-1]
-    not_an_output = run(SENTRAY, "index", str(tmp_path))  # a folder no embed job wrote
-    last = not_an_output.stdout.strip().splitlines()[-1]
-    assert not_an_output.returncode != 0 and last.startswith("error: "), not_an_output.stdout
-    assert "Traceback" not in not_an_output.stdout
-    usage = run(SENTRAY)
-    assert usage.returncode == 2 and "jobs:" in usage.stdout

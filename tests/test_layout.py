@@ -14,8 +14,11 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "sentray"
 MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60
-# module or function -> why it may be longer (none need it now)
-LONGER_ALLOWED: dict[str, str] = {}
+# module or function -> why it may be longer
+LONGER_ALLOWED: dict[str, str] = {
+    "sentray.precision.probe": "one concept: the candidates timed, the choice, and the decision "
+                               "kept per kind of machine and told of the job that reads it",
+}
 
 
 def module_name(path: Path) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -80,19 +81,23 @@ def repeating(config: EmbedConfig, plan: EncoderPlan, vector: VectorConfig) -> E
 # texts of the input (in file order), embedded by the same `EmbedBatch` the actors run, where
 # they run (`Where.run`: in the driver, or in a Ray task with an actor's CPUs and GPUs on the
 # cluster). The output records it beside the rows (`EmbeddingOutput.write_code_book`), so that
-# queries are quantized the same way.
+# queries are quantized the same way. The rows a measured code book embedded are not embedded
+# again: coded with it, they are the output's first parts (`coded_rows`, `EmbedJob.before_rows`).
 
 
 def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-                      sources: list[Source]) -> vectors.Ranges:
+                      sources: list[Source]) -> tuple[vectors.Ranges, pa.Table | None]:
     """Ranges of the vectors (truncated and normalized as `vector` says) of the input's first
     `vector.code_book_rows` records, read and embedded in this process (on its GPU if it has
-    one; a plan for a GPU in a process without one runs in fp32 on its CPU)."""
+    one; a plan for a GPU in a process without one runs in fp32 on its CPU), and those records
+    as `EmbedBatch` made them (float32), to be written as the output's first rows; None where
+    they are not the job's vectors (that fp32 stand-in of a GPU plan)."""
     import torch
 
+    ours = True
     if plan.device.startswith("cuda") and not torch.cuda.is_available():
         # a CPU driver of a GPU job: the same model in fp32
-        plan = dataclasses.replace(plan.running("fp32", why=plan.why), device="cpu")
+        plan, ours = dataclasses.replace(plan.running("fp32", why=plan.why), device="cpu"), False
     try:
         sample = first_records(sources, corpus, vector.code_book_rows)
     except OSError as exc:  # a Ray task on a node without the driver's files
@@ -108,28 +113,46 @@ def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusCon
     floats = np.stack(embedded.column("embedding").to_numpy(zero_copy_only=False))
     logger.info("int8/uint8 code book measured on the %d texts embedded of the input's first "
                 "%d rows", len(floats), sample.num_rows)
-    return vectors.Ranges.of(floats, source=f"the first {sample.num_rows} rows of the input")
+    return (vectors.Ranges.of(floats, source=f"the first {sample.num_rows} rows of the input"),
+            table if ours else None)
 
 
 def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-              sources: list[Source], kept: vectors.Ranges | None,
-              may_measure: bool = True, where: Where = HERE) -> vectors.Ranges | None:
-    """The code book of this run: None unless int8/uint8; the user's file; `kept`, the one the
-    output's rows were written with; else, if `may_measure` (an output that holds no rows),
-    measured now on the input's first rows, where the encoders run (`where`: a Ray task on a
-    node of the cluster reads and encodes them there); else None (the rows were not quantized
-    with one: the settings check refuses the run, naming what differs)."""
+              sources: list[Source], kept: vectors.Ranges | None, may_measure: bool = True,
+              where: Where = HERE) -> tuple[vectors.Ranges | None, pa.Table | None]:
+    """The code book of this run, and the rows it embedded when it was measured now (float32,
+    as `EmbedBatch` made them; else None). The code book: None unless int8/uint8; the user's
+    file; `kept`, the one the output's rows were written with; else, if `may_measure` (an
+    output that holds no rows), measured now on the input's first rows, where the encoders run
+    (`where`: a Ray task on a node of the cluster reads and encodes them there); else None (the
+    rows were not quantized with one: the settings check refuses the run, naming what
+    differs)."""
     if vector.output_dtype not in vectors.SCALAR:
-        return None
+        return None, None
     if not vector.quantization_ranges:  # a kept book that does not fit: the settings differ
-        return kept if kept is not None or not may_measure else where.run(
+        return (kept, None) if kept is not None or not may_measure else where.run(
             measure_code_book, plan, vector, corpus, sources)
     ranges = vectors.Ranges.read(vector.quantization_ranges)
     dimension = vector.output_dimension(plan.dimension)
     if ranges.dimension != dimension:
         raise ValueError(f"the quantization ranges have {ranges.dimension} dimensions, the "
                          f"vectors {dimension}")
-    return ranges
+    return ranges, None
+
+
+def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.Ranges,
+               metadata: dict) -> pa.Table:
+    """Rows `EmbedBatch` made as float32 (the code book's) as it makes them for this output:
+    coded with `ranges` into `vector.output_dtype`, with the output files' `metadata`."""
+    column = floats.column("embedding").combine_chunks()  # fixed_size_list<float32>[D]
+    width = column.type.list_size
+    raw = column.values.slice(column.offset * width, len(column) * width).to_numpy(
+        zero_copy_only=False).reshape(len(column), width)  # (N, D); a null row's are zeros
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    stored = vectors.arrow_vectors(vectors.to_output(raw, vector.output_dtype, ranges),
+                                   vector.output_dtype, valid)
+    return floats.set_column(floats.column_names.index("embedding"), "embedding",
+                             stored).replace_schema_metadata(metadata)
 
 
 def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
@@ -224,6 +247,7 @@ class EmbedJob(corpus_job.CorpusJob):
     output: EmbeddingOutput
     ranges: vectors.Ranges | None  # int8/uint8: the code book
     metadata: dict  # every output file's schema metadata (`EmbeddingOutput.file_metadata`)
+    first_rows: pa.Table | None = None  # rows the code book embedded, as stored: not redone
     stand_in: Forward | None = None  # benches and tests: a GPU of known speed (`EmbedSpec`)
 
     def actor(self) -> ActorPlan[EmbedSpec]:
@@ -250,11 +274,17 @@ class EmbedJob(corpus_job.CorpusJob):
     def summarize(self, folders: list[storage.Location], sources: list[Source]) -> dict:
         return summarize(folders[0], sources)
 
-    def before_rows(self, folders: list[storage.Location]) -> None:
+    def before_rows(self, folders: list[storage.Location]) -> dict[str, int]:
         if self.plan.precision == "int8":  # the very model the rows (and queries) are made by
             self.output.write_artefact(self.plan.artefact)
         if self.ranges is not None:
             self.output.write_code_book(self.config.vector.output_dtype, self.ranges)
+        if self.first_rows is None or not self.first_rows.num_rows:
+            return {}
+        part_files.write_block(self.route(folders), self.first_rows)
+        logger.info("the %d rows the code book embedded written as the output's first rows",
+                    self.first_rows.num_rows)
+        return part_files.value_counts(self.first_rows.column("source"))
 
     def run_figures(self, summary: dict, run: dict) -> dict:
         """tokens/s, cost, and the plan it ran (precision, runtime, why, what was measured)."""
@@ -293,12 +323,17 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     # int8/uint8: the code book the rows were written with, else one measured now (minutes of
     # encoding on a CPU), but never for an output that holds rows, which the settings check
     # then refuses (another dtype, or its code book lost)
-    ranges = code_book(plan, vector, config.corpus, sources,
-                       kept=output.code_book() if kept else None, may_measure=kept is None,
-                       where=where)
+    started = time.perf_counter()  # the code book's rows are this run's: timed from here
+    ranges, measured_on = code_book(plan, vector, config.corpus, sources,
+                                    kept=output.code_book() if kept else None,
+                                    may_measure=kept is None, where=where)
     settings = embed_settings(plan, vector, config.corpus, sources, ranges)
+    metadata = output.file_metadata(settings, ranges)
     return corpus_job.run_corpus_job(EmbedJob(
         config=repeating(config, plan, vector), plan=plan, output=output,
         folders=(config.output,), settings=settings, sources=sources,
-        rows_per_file=rows_per_file or None, ranges=ranges,
-        metadata=output.file_metadata(settings, ranges), stand_in=stand_in))
+        rows_per_file=rows_per_file or None, ranges=ranges, metadata=metadata,
+        started=started if measured_on is not None else None,
+        first_rows=None if measured_on is None else coded_rows(measured_on, vector, ranges,
+                                                               metadata),
+        stand_in=stand_in))

@@ -1,5 +1,6 @@
 """Corpora as row-accounted Ray Data jobs, by concept. The input: the input files and their
-checks (`sources`), reading them into numbered rows (`reading`). The output: the Parquet part
+checks (`sources`), ids a Parquet id column repeats (`duplicate_ids`: a warning with the count),
+reading them into numbered rows (`reading`). The output: the Parquet part
 files every job writes and the accounting that proves each input row came out once
 (`part_files`), which rows an output already holds and what a rerun still has to do
 (`source_runs`: the resume plan), the merge of finished parts into large files (`compaction`),

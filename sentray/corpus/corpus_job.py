@@ -24,6 +24,7 @@ import pyarrow as pa
 from sentray.corpus import actor_pool, execution, output_records, part_files
 from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
 from sentray.corpus.compaction import compact, needs_compaction
+from sentray.corpus.duplicate_ids import count_duplicate_ids
 from sentray.corpus.row_progress import RowProgress
 from sentray.corpus.source_runs import Pending, pending_sources, source_runs
 from sentray.corpus.sources import CorpusConfig, Source
@@ -64,6 +65,9 @@ class CorpusJob(abc.ABC):
     sources: Sequence[Source]  # the input files (`discover_sources`)
     # merge each finished source's parts into files of this many rows (single-folder jobs)
     rows_per_file: int | None = None
+    # time.perf_counter() when this run's rows began, if before the driver (the embedding job:
+    # before it measured its code book, whose rows `before_rows` writes)
+    started: float | None = None
 
     @abc.abstractmethod
     def actor(self) -> ActorPlan:
@@ -81,9 +85,11 @@ class CorpusJob(abc.ABC):
     def summarize(self, folders: list[storage.Location], sources: list[Source]) -> dict:
         """The summary's counts over the whole output, with rows_in and incomplete_sources."""
 
-    def before_rows(self, folders: list[storage.Location]) -> None:  # noqa: B027 (optional)
+    def before_rows(self, folders: list[storage.Location]) -> dict[str, int]:
         """Called once the run holds its claim, before any row is written (the embedding job
-        records its quantization code book here); by default nothing."""
+        records its quantization code book here, and the rows measuring it embedded); returns
+        {source key: rows} it wrote itself, this run's like the pool's; by default nothing."""
+        return {}
 
     def model_folders(self) -> tuple[str, ...]:
         """Local model folders every actor loads (checked like the input: `cluster_paths`)."""
@@ -119,14 +125,15 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     corpus = job.config.corpus
     cluster_paths.refuse_unshared_paths(job.config.pool.address, corpus.input, job.folders,
                                         corpus.shared_paths, job.model_folders())
-    started = time.perf_counter()
-    started_at = time.time()
+    started = time.perf_counter() if job.started is None else job.started
+    started_at = time.time() - (time.perf_counter() - started)
     sources = list(job.sources)  # found and checked by the job (never in its own folders)
     folders = [storage.locate(folder, corpus.s3_endpoint) for folder in job.folders]
     if not job.config.overwrite:
         output_records.check_settings(folders, job.settings)  # refuse before touching anything
+    duplicates = count_duplicate_ids(sources, corpus.id_column)  # a warning, not a refusal
     with output_records.RunClaim(folders[0], job.settings) as claim:
-        _prepare_folders(job, folders)
+        first = _prepare_folders(job, folders)  # {source key: rows the job wrote itself}
         todo = pending_sources(sources, folders)
         empty = [p.source for p in todo if p.source.num_rows == 0]
         todo = [p for p in todo if p.source.num_rows != 0]
@@ -134,15 +141,17 @@ def _run_corpus_job(job: CorpusJob) -> dict:
             part_files.write_empty_source(folders[0], source, job.empty_schema(source))
         timings = _run_rows(job, folders, sources, todo, claim)
         counting = time.perf_counter()
-        summary = job.summarize(folders, sources)
+        summary = {**job.summarize(folders, sources), "duplicate_ids": duplicates.rows}
         seconds = time.perf_counter() - started
         if timings is not None:  # the row accounting: the parts' footers read
             timings["summary"] = round(time.perf_counter() - counting, 2)
-        rows_this_run = sum(p.rows if p.runs is not None else
-                            source_runs(folders, p.source).total or 0 for p in todo)
-        processed = [s.uri for s in empty + [p.source for p in todo]]
-        run = output_records.this_run(started_at, processed, rows_this_run if todo else 0,
-                                      seconds, timings)
+        rows_this_run = sum(first.values()) + sum(
+            p.rows if p.runs is not None else source_runs(folders, p.source).total or 0
+            for p in todo)
+        done = {s.key for s in empty} | {p.source.key for p in todo} | set(first)
+        processed = [s.uri for s in sources if s.key in done]
+        run = output_records.this_run(started_at, processed,
+                                      rows_this_run if todo or first else 0, seconds, timings)
         run.update(job.run_figures(summary, run))
         rows_out = sum(summary[key] for key in job.rows_out_keys)
         if summary["incomplete_sources"] or summary["rows_in"] != rows_out:
@@ -193,9 +202,10 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
     return timings
 
 
-def _prepare_folders(job: CorpusJob, folders: list[storage.Location]) -> None:
+def _prepare_folders(job: CorpusJob, folders: list[storage.Location]) -> dict[str, int]:
     """Under the run's claim: --overwrite's deletion (or the settings checked again: another
-    run may have written since), the folders, the settings record, the job's own first files."""
+    run may have written since), the folders, the settings record, the job's own first files
+    and rows ({source key: rows}: `CorpusJob.before_rows`)."""
     if job.config.overwrite:
         deleted = output_records.remove_job_files(folders)
         logger.info("--overwrite: deleted %d files of this job in %s", deleted,
@@ -205,4 +215,4 @@ def _prepare_folders(job: CorpusJob, folders: list[storage.Location]) -> None:
     for folder in folders:
         folder.filesystem.create_dir(folder.path, recursive=True)
     write_settings(folders[0], job.settings, job.name)
-    job.before_rows(folders)
+    return job.before_rows(folders)

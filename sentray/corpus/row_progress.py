@@ -1,6 +1,12 @@
 """Rows written / rows in, rate and time left, for a corpus job: `RowProgress`. On a terminal a
 tqdm bar; in a log (stderr not a terminal) one line every `every` seconds. It counts from the
 part names the job writes (`sentray.corpus.part_files`), so it needs nothing from the actors.
+
+Rows land in blocks (thousands of rows a part), after a start (model load, the precision probe,
+actors starting) that writes none. So a line says how long the start has taken until the first
+rows land, the rate is measured from the first block landed to the last (the start left out;
+with one block landed, from the start), and the time left counts down between blocks instead of
+growing as a rate over the whole time would.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ class RowProgress:
         self._last_line = 0.0
         self._bar = None
         self._started = time.monotonic()
+        self._first: tuple[float, int] | None = None  # (when, rows) the first rows landed
+        self._changed = 0.0  # when the rows written last grew
 
     def count(self) -> int:
         """Rows written so far; a source found complete is not listed again."""
@@ -54,11 +62,25 @@ class RowProgress:
             total += rows
         return total
 
-    def line(self, seconds: float) -> str:
-        rate = self.done / seconds if seconds > 0 else 0.0
+    def rate(self) -> float:
+        """Rows/s from the first block landed to the last (from the start, with one landed)."""
+        if self._first is None:
+            return 0.0
+        since, rows = self._first
+        if self._changed > since and self.done > rows:
+            return (self.done - rows) / (self._changed - since)
+        return self.done / max(self._changed - self._started, 1e-9)
+
+    def line(self, now: float) -> str:
         total = f"{self.total:,}" if self.exact else f"~{self.total:,}"
-        left = (f", about {max(self.total - self.done, 0) / rate:.0f} s left"
-                if rate > 0 and self.done < self.total else "")
+        if self._first is None:
+            return f"0/{total} rows: starting ({now - self._started:.0f} s: model, plan, actors)"
+        rate = self.rate()
+        # counted down from the last block: the rows still to do at the measured rate
+        seconds_left = (max(self.total - self.done, 0) / rate - (now - self._changed)
+                        if rate > 0 else 0.0)
+        left = f", about {seconds_left:.0f} s left" if self.done < self.total and \
+            seconds_left >= 1 else ""
         return f"{self.done:,}/{total} rows, {rate:,.0f} rows/s{left}"
 
     def __enter__(self) -> RowProgress:
@@ -78,7 +100,7 @@ class RowProgress:
         self._update()
         now = time.monotonic()
         if self._bar is None and now - self._last_line >= self.every:
-            logger.info("%s", self.line(now - self._started))
+            logger.info("%s", self.line(now))
             self._last_line = now
         return max(self.poll, 10 * (now - listed))
 
@@ -91,6 +113,10 @@ class RowProgress:
             if done > self._bar.total:
                 self._bar.total = done
             self._bar.update(done - self._bar.n)
+        if done > self.done:
+            self._changed = time.monotonic()
+            if self._first is None:
+                self._first = (self._changed, done)
         self.done = done
 
     def __exit__(self, *exc) -> None:
@@ -101,4 +127,4 @@ class RowProgress:
             self._bar.close()
         else:  # the log's one closing line
             self.total, self.exact = max(self.total, self.done), True
-            logger.info("%s", self.line(time.monotonic() - self._started))
+            logger.info("%s", self.line(time.monotonic()))

@@ -123,10 +123,10 @@ def _check_parquet(source: Source, config: CorpusConfig) -> Source:
             schema = metadata.schema.to_arrow_schema()
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
         raise ValueError(f"{source.uri} is not a readable Parquet file: {exc}") from exc
-    for column in filter(None, (config.text_column, config.id_column)):
-        if column not in schema.names:
+    for column, flag in ((config.text_column, "--text-column"), (config.id_column, "--id-column")):
+        if column and column not in schema.names:
             raise ValueError(f"{source.uri} has no column {column!r}; its columns are "
-                             f"{schema.names} (choose with --text-column / --id-column)")
+                             f"{schema.names} (choose another with {flag})")
     text_type = schema.field(config.text_column).type
     if pa.types.is_dictionary(text_type):
         text_type = text_type.value_type

@@ -25,10 +25,12 @@ BERT_FAMILY = frozenset({"bert", "roberta", "xlm-roberta", "electra", "camembert
 DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
                 "attention_dropout")
 
-def _hub_error(name: str, exc: Exception) -> OSError:
+def _hub_error(name: str, exc: Exception) -> FileNotFoundError:
+    """A model not found anywhere it was looked for: bad input (`sentray.cli`), an OSError
+    still for callers that catch those."""
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
     why = "HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub could not be reached"
-    return OSError(
+    return FileNotFoundError(
         f"could not load model {name!r}: it is not a local directory, not a packaged model "
         f"({', '.join(sorted(PACKAGED_MODELS))}), and {why}. Pass a local model directory, a "
         f"packaged name, or run where the Hub is reachable. Cause: {type(exc).__name__}: {exc}")

@@ -22,12 +22,15 @@ class IndexConfig:
     """The index job: every embedded row of an output once in a LanceDB table, an ANN index."""
 
     # the embedding output folder (local or s3://) that jobs/embed.py wrote
-    embeddings: Annotated[str, tyro.conf.Positional] = "out/embeddings"
+    embeddings: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="EMBEDDINGS")] = \
+        "out/embeddings"
     # where the table goes, a path or s3:// URI ending in .lance (default: EMBEDDINGS/_index.lance)
     index_uri: str | None = None
     # the embedding job's --input: each row's text joined to it by source and row
     text_from: str | None = None
-    text_column: str = "text"  # --text-from Parquet: the column holding the text
+    # --text-from Parquet: the column holding the text (default: the embedding job's
+    # --text-column, as its output records it)
+    text_column: str | None = None
     s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)
     # IVF_HNSW_SQ (default: recall@10 >= 0.95 at the search defaults on 50,000 and 1,000,000
     # rows, bench/bench_index.py), IVF_PQ (smaller, faster to build, 0.88 at 1,000,000),
@@ -44,7 +47,7 @@ class IndexConfig:
     # local: rows appended by this process, streamed; ray: through Ray Data's write_lance on the
     # cluster; auto: ray when --address or $RAY_ADDRESS names a cluster, or past --ray-rows new rows
     write: WriteMode = "auto"
-    ray_rows: int = 5_000_000
+    ray_rows: int = 5_000_000  # --write auto: new rows past which the rows are written by ray
     address: str | None = None  # Ray cluster for --write ray (default: $RAY_ADDRESS, else local)
     # delete the table first and index afresh (after embed --overwrite, or another embedding)
     overwrite: bool = False
@@ -71,8 +74,10 @@ class IndexConfig:
 class SearchConfig:
     """The search job: each query encoded as the table's rows were, its k nearest rows."""
 
-    # an embedding output folder (its EMBEDDINGS/_index.lance) or a table (.lance)
-    index: Annotated[str, tyro.conf.Positional] = "out/embeddings"
+    # the embedding output folder (its EMBEDDINGS/_index.lance) that jobs/embed.py wrote, or a
+    # table (.lance)
+    embeddings: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="EMBEDDINGS")] = \
+        "out/embeddings"
     # a query (repeat the flag for several)
     query: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
     queries: str | None = None  # a text file of queries, one per line
@@ -91,13 +96,11 @@ class SearchConfig:
     search_mode: SearchMode = "auto"
 
     def __post_init__(self) -> None:
-        if not self.index:
-            raise ValueError("no index given: an embedding output folder or a .lance table")
+        if not self.embeddings:
+            raise ValueError("no embeddings given: an embedding output folder or a .lance table")
         check_choices(self)
-        if self.k < 1 or (self.nprobes is not None and self.nprobes < 1) or \
-                self.refine_factor < 0:
-            raise ValueError(f"k and nprobes must be >= 1 and refine_factor >= 0, got k={self.k}, "
-                             f"nprobes={self.nprobes}, refine_factor={self.refine_factor}")
+        check_at_least(1, k=self.k, nprobes=self.nprobes)
+        check_at_least(0, refine_factor=self.refine_factor)
         empty = [i for i, q in enumerate(self.query) if not q.strip()]
         if empty:
             raise ValueError(f"--query number {empty[0] + 1} is empty: give the text to search "

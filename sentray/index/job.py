@@ -42,7 +42,7 @@ def _index(config: IndexConfig, output: storage.Location, description: Embedding
            parts: list, location: storage.Location, claim: IndexRunClaim,
            started: float) -> dict:
     """run_index, under this run's claim on the table."""
-    texts, corpus = _text_sources(config)
+    texts, corpus = _text_sources(config, description.settings)
     database, name = table_writing.connect(config.table_uri, config.s3_endpoint)
     table, state = table_writing.open_for_run(database, name, location, description,
                                               config.overwrite)
@@ -120,9 +120,13 @@ def _append(table, work: list[PartWork], output: storage.Location, location: sto
     return added, skipped
 
 
-def _text_sources(config: IndexConfig):
+def _text_sources(config: IndexConfig, settings: dict):
+    """({source key: Source}, CorpusConfig) of --text-from, read as the embedding job read its
+    input: its text column and format as the output's settings record them (--text-column
+    overrides the column); (None, None) without --text-from."""
     if config.text_from is None:
         return None, None
-    corpus = CorpusConfig(input=config.text_from, text_column=config.text_column,
-                          s3_endpoint=config.s3_endpoint)
+    corpus = CorpusConfig(input=config.text_from, s3_endpoint=config.s3_endpoint,
+                          text_column=config.text_column or settings.get("text_column") or "text",
+                          format=settings.get("format") or "auto")
     return {source.key: source for source in discover_sources(corpus)}, corpus

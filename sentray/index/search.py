@@ -30,7 +30,7 @@ EncodedQuery = tuple[np.ndarray, "np.ndarray | None"]
 
 
 def table_uri(output_or_index: str) -> str:
-    """The table of an embedding output folder (OUTPUT/_index.lance), or a .lance table."""
+    """The table of an embedding output folder (EMBEDDINGS/_index.lance), or a .lance table."""
     uri = output_or_index.rstrip("/")
     return uri if uri.endswith(".lance") else OutputFolder.index_table(uri)
 
@@ -50,8 +50,9 @@ class VectorIndex:
     def __init__(self, output_or_index: str, *, s3_endpoint: str | None = None,
                  device: str = "auto", mode: str = "auto") -> None:
         self.uri = table_uri(output_or_index)
-        database, name = connect(self.uri, s3_endpoint)
-        self.table = open_table(database, name)
+        # looked for before LanceDB connects: connecting makes the table's folder
+        found = storage.exists(storage.locate(self.uri, s3_endpoint))
+        self.table = open_table(*connect(self.uri, s3_endpoint)) if found else None
         if self.table is None:
             raise FileNotFoundError(f"no index at {self.uri}: build it with `sentray index "
                                     f"{output_or_index}` (or pass the .lance table itself)")
@@ -194,17 +195,25 @@ def read_queries(config: SearchConfig) -> list[str]:
 def run_search(config: SearchConfig) -> dict:
     """The search job: prints each query's hits (a table, or JSON lines with --json)."""
     queries = read_queries(config)
-    index = VectorIndex(config.index, s3_endpoint=config.s3_endpoint, device=config.device,
+    index = VectorIndex(config.embeddings, s3_endpoint=config.s3_endpoint, device=config.device,
                         mode=config.search_mode)
     results = index.search(queries, config.k, nprobes=config.nprobes,
                            refine_factor=config.refine_factor)
-    for query, hits in zip(queries, results, strict=True):
+    for number, (query, hits) in enumerate(zip(queries, results, strict=True)):
         if config.json:
             print(json.dumps({"query": query, "hits": hits}))
             continue
-        print(f"\nquery: {query}")
+        print(f"{'' if number == 0 else chr(10)}query: {table_cell(query)}")
         for rank, hit in enumerate(hits, 1):
-            text = f"  {hit['text'][:80]}" if hit.get("text") is not None else ""
-            print(f"{rank:>3}  {hit['score']:.4f}  {hit['id']}{text}")
+            text = f"  {table_cell(hit['text'], 80)}" if hit.get("text") is not None else ""
+            print(f"{rank:>3}  {hit['score']:.4f}  {table_cell(str(hit['id']))}{text}")
     return {"queries": len(queries), "results": results, "table": index.uri}
+
+
+def table_cell(text: str, width: int | None = None) -> str:
+    """`text` on one line of the search table: whitespace runs (newlines, tabs) as one space,
+    other control characters (an escape sequence would drive the terminal) as U+FFFD; the
+    first `width` characters, with an ellipsis where it was cut."""
+    line = "".join(c if c.isprintable() else "\ufffd" for c in " ".join(text.split()))
+    return line if width is None or len(line) <= width else line[:width - 1] + "\u2026"
 

@@ -125,37 +125,41 @@ def flat_values(config: Any) -> dict[str, Any]:
 # embed's --calibration-rows (the output code book's rows, --code-book-rows: "calibration" is
 # NNCF's int8 calibration only)
 RENAMED = {"out": "output", "calibration_rows": "code_book_rows"}
+# old keys of a config file only, where the argument is positional (typed without a name on the
+# command line): the embedding output folder that index, search and serve read is `embeddings`
+# in all three (search called it `index`, serve `output`)
+RENAMED_KEYS = {**RENAMED, "index": "embeddings", "output": "embeddings"}
 
 
 def read_config_file(config_type: type, path: str) -> dict[str, Any]:
     """The flat {flag: value} of a YAML config file, keys checked against the config's flags;
-    SystemExit naming the file and the problem otherwise."""
+    ValueError naming the file and the problem otherwise (bad input: `sentray.cli`)."""
     try:
         text = open(os.path.expanduser(path)).read()
     except OSError as exc:
-        raise SystemExit(f"error: --config {path}: {exc.strerror or exc}") from exc
+        raise ValueError(f"--config {path}: {exc.strerror or exc}") from exc
     try:
         values = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise SystemExit(f"error: --config {path} is not YAML: {exc}") from exc
+        raise ValueError(f"--config {path} is not YAML: {exc}") from exc
     if not isinstance(values, dict):
-        raise SystemExit(f"error: --config {path} must hold `key: value` lines (flags without "
+        raise ValueError(f"--config {path} must hold `key: value` lines (flags without "
                          f"the dashes, e.g. `batch_size: 16`), not a {type(values).__name__}")
     fields = flat_fields(config_type)
     checked = {}
     for key, value in values.items():
         name = str(key).replace("-", "_")
-        if name not in fields and RENAMED.get(name) in fields:  # an old file: `out: ...`
-            print(f"warning: --config {path}: {key} is deprecated; use {RENAMED[name]}",
+        if name not in fields and RENAMED_KEYS.get(name) in fields:  # an old file: `out: ...`
+            print(f"warning: --config {path}: {key} is deprecated; use {RENAMED_KEYS[name]}",
                   file=sys.stderr)
-            name = RENAMED[name]
+            name = RENAMED_KEYS[name]
         if name not in fields:
-            raise SystemExit(f"error: --config {path}: unknown option {key!r}; the options are "
+            raise ValueError(f"--config {path}: unknown option {key!r}; the options are "
                              f"{', '.join(sorted(fields))}")
         try:
             checked[name] = coerce(fields[name], value)
         except ValueError as exc:
-            raise SystemExit(f"error: --config {path}: {key} {exc}") from exc
+            raise ValueError(f"--config {path}: {key} {exc}") from exc
     return checked
 
 

@@ -236,6 +236,8 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
     decision = read_decision(key)
     if decision is not None and reconsider(decision, rows, calibration):
         decision = None  # decided for a smaller job: this one may pay for a conversion
+    if decision is not None:
+        decision = for_this_run(decision, rows, calibration)
     if decision is None and exact and rows is None:
         return plan.running("fp32", why="fp32 on torch: a job of unknown size, and no runtime "
                             "measured faster on this kind of machine yet")
@@ -276,6 +278,28 @@ def reconsider(decision: Decision, rows: int | None,
     return any(worth_converting(kind, rows, best, reference, calibration.rows,
                                 len(probe_texts()))[0]
                for kind in ("onnx", "onnx-int8") if f"{kind} not tried" in decision.why)
+
+
+def for_this_run(decision: Decision, rows: int | None,
+                 calibration: artefacts.Calibration) -> Decision:
+    """A cached decision as this run tells it: its notes on conversions weighed for the job
+    that made it ("N rows take about T s ...") said again of this job's `rows`."""
+    rates = {(m["runtime"], m["precision"]): m["rate"] for m in decision.measured}
+    reference = rates.get(("torch", "fp32"))
+    if not reference:
+        return decision
+    notes = []
+    for note in decision.why.split("; "):
+        kind = next((k for k in ("onnx-int8", "onnx")
+                     if note.startswith((f"{k} not tried", f"{k} made:"))), None)
+        if kind is None:
+            notes.append(note)
+        elif note.startswith(f"{kind} made:"):
+            notes.append(f"{kind} made by an earlier run (in this machine's cache)")
+        else:
+            notes.append(worth_converting(kind, rows, max(rates.values()), reference,
+                                          calibration.rows, len(probe_texts()))[1])
+    return dataclasses.replace(decision, why="; ".join(notes))
 
 
 def default_threads() -> int:

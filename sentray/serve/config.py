@@ -1,4 +1,4 @@
-"""`ServeConfig`: the search service (`sentray serve OUTPUT`). Validated on construction, before
+"""`ServeConfig`: the search service (`sentray serve EMBEDDINGS`). Validated on construction, before
 Ray starts or the table is opened."""
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ class ReplicaCount(ActorCount):
 class ServeConfig:
     """The search service: a table's queries answered over HTTP by Ray Serve replicas."""
 
-    # an embedding output folder (its OUTPUT/_index.lance), local or s3://
-    output: Annotated[str, tyro.conf.Positional] = "out/embeddings"
-    # the table to serve instead of OUTPUT/_index.lance (a .lance path or s3:// URI)
+    # the embedding output folder (its EMBEDDINGS/_index.lance) that jobs/embed.py wrote, local
+    # or s3://
+    embeddings: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="EMBEDDINGS")] = \
+        "out/embeddings"
+    # the table to serve instead of EMBEDDINGS/_index.lance (a .lance path or s3:// URI)
     index_uri: str | None = None
     # the address the service listens on: 127.0.0.1 (this machine only) unless named
     host: str = LOOPBACK
@@ -71,8 +73,8 @@ class ServeConfig:
     address: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.output and not self.index_uri:
-            raise ValueError("no output given: an embedding output folder or --index-uri")
+        if not self.embeddings and not self.index_uri:
+            raise ValueError("no embeddings given: an embedding output folder or --index-uri")
         if self.index_uri is not None and not self.index_uri.rstrip("/").endswith(".lance"):
             raise ValueError(f"--index-uri must end with .lance (a LanceDB table), got "
                              f"{self.index_uri!r}")
@@ -93,8 +95,8 @@ class ServeConfig:
 
     @property
     def table(self) -> str:
-        """The table served: --index-uri, else the output folder (OUTPUT/_index.lance)."""
-        return self.index_uri or self.output
+        """The table served: --index-uri, else the output folder (EMBEDDINGS/_index.lance)."""
+        return self.index_uri or self.embeddings
 
     @property
     def secret(self) -> str | None:

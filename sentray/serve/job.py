@@ -36,7 +36,7 @@ def run_serve(config: ServeConfig) -> None:
     # runtime in this process would be forked into every Ray process it starts)
     if IndexState.read(storage.locate(uri, config.s3_endpoint)) is None:
         raise FileNotFoundError(f"no index at {uri}: build it with `sentray index "
-                                f"{config.output}` (or pass --index-uri TABLE.lance)")
+                                f"{config.embeddings}` (or pass --index-uri TABLE.lance)")
     check_port_free(config.host, config.port)
     started_ray = init_ray(config.address, num_cpus=local_cpus(config.replicas.maximum,
                                                                  config.cpus_per_replica))

@@ -38,5 +38,26 @@ def test_a_log_gets_progress_lines_and_one_closing_line(tmp_path, caplog):
         time.sleep(0.3)
         touch_part(out, source.key, 100, 300, 300)
     lines = [r.getMessage() for r in caplog.records]
-    assert any(line.startswith("100/300 rows") and "left" in line for line in lines), lines
+    assert any(line.startswith("100/300 rows, ") for line in lines), lines
     assert lines[-1].startswith("300/300 rows"), lines
+
+
+def test_the_start_is_said_and_the_time_left_counts_down_between_blocks(tmp_path, monkeypatch):
+    """Before the first rows: how long the start has taken, no "0 rows/s"; the rate from the
+    first block to the last; between blocks the time left shrinks, never grows."""
+    source = Source(uri="a.parquet", path="a.parquet", filesystem=None, name="a",
+                    format="parquet", num_rows=400)
+    progress = RowProgress([storage.locate(str(tmp_path))], [source])
+    start = progress._started
+    assert progress.line(start + 30) == "0/400 rows: starting (30 s: model, plan, actors)"
+    progress.count = lambda: 100  # the first block lands 20 s in
+    monkeypatch.setattr(time, "monotonic", lambda: start + 20)
+    progress._update()
+    progress.count = lambda: 200  # the next 10 s later: 10 rows/s
+    monkeypatch.setattr(time, "monotonic", lambda: start + 30)
+    progress._update()
+    assert progress.rate() == 10.0
+    early, later = progress.line(start + 32), progress.line(start + 38)
+    assert early == "200/400 rows, 10 rows/s, about 18 s left", early
+    assert later == "200/400 rows, 10 rows/s, about 12 s left", later
+

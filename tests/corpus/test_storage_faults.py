@@ -15,7 +15,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
-from conftest import ROOT, encoder_of, load_job
+from conftest import ROOT, encoder_of, load_job, small_disk_at
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -27,15 +27,9 @@ def tiny_embed(corpus: Path, output: Path, model_dir: Path, *extra: str) -> list
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 1 MiB tmpfs (mounting needs root, as CI and this machine have)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    """A 1 MiB tmpfs."""
+    with small_disk_at(tmp_path / "disk", "1m") as mount:
+        yield mount
 
 
 @pytest.mark.long

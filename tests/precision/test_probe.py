@@ -72,6 +72,24 @@ def test_a_conversion_is_made_only_for_a_job_that_pays_it_back():
     assert not worth_converting("onnx", None, 150.0, 150.0, 300, 256)[0]  # size unknown
 
 
+def test_a_cached_decision_speaks_of_this_runs_rows():
+    """A decision cached by a job of 47,124 rows, read by one of 2,000: its notes on the
+    conversions are said of 2,000 rows, not of the job that made it."""
+    earlier = ("openvino fp32 measured 1.50x torch fp32 on this CPU, vectors within 1.0e-06; "
+               "onnx made: 47124 rows take about 314 s at the best rate measured, >= 4 x the ~5 "
+               "s estimated to make it; onnx-int8 not tried: 47124 rows take about 314 s at the "
+               "best rate measured, under 4 x the ~80 s estimated to make it")
+    decision = probe_module.Decision(
+        "openvino", "fp32", earlier, [{"runtime": "torch", "precision": "fp32", "rate": 100.0},
+                                      {"runtime": "openvino", "precision": "fp32", "rate": 150.0}],
+        "a CPU", 2, cached=True)
+    told = probe_module.for_this_run(decision, 2_000, artefacts.Calibration(rows=300)).why
+    assert "47124" not in told, told
+    assert told.startswith("openvino fp32 measured 1.50x torch fp32")
+    assert "onnx made by an earlier run" in told
+    assert "onnx-int8 not tried: 2000 rows take about 13 s at the best rate measured" in told
+
+
 class FakeClock:
     def __init__(self, step: float) -> None:
         self.now, self.step = 0.0, step
@@ -266,7 +284,7 @@ def test_a_job_on_a_cluster_measures_auto_in_a_ray_task_with_an_actors_cpus(
     corpus = CorpusConfig(input=str(corpus_file))
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="sentray.precision.plan"):
-        ranges = embed_job.code_book(plan, VectorConfig(output_dtype="int8", code_book_rows=30),
+        ranges, _ = embed_job.code_book(plan, VectorConfig(output_dtype="int8", code_book_rows=30),
                                      corpus, discover_sources(corpus), kept=None, where=where)
     assert "measure_code_book ran in a Ray task on node" in caplog.text
     assert ranges.dimension == plan.dimension

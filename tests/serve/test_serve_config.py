@@ -16,7 +16,7 @@ def test_help_lists_every_flag(capsys):
     assert info.value.code == 0
     shown = capsys.readouterr().out
     for field in config_files.flat_fields(ServeConfig):
-        if field != "output":  # the positional OUTPUT
+        if field != "embeddings":  # the positional EMBEDDINGS
             assert "--" + field.replace("_", "-") in shown, field
     assert "127.0.0.1" in shown and "MIN-MAX" in shown
 
