@@ -35,7 +35,7 @@ NOTE = ("forward: the job's encoder on the same rows, pre-tokenized, length-sort
 def feed_rows(corpus: Path, rows: int) -> list[str]:
     """`rows` rows: the corpus's sentences, then pairs of neighbours (bench_gpu_feed's corpus)."""
     sentences = list(dict.fromkeys(read_lines(corpus, rows)))
-    pairs = [f"{a} {b}" for a, b in zip(sentences, sentences[1:])]
+    pairs = [f"{a} {b}" for a, b in zip(sentences, sentences[1:], strict=False)]
     return (sentences + pairs)[:rows]
 
 
