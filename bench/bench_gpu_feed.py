@@ -141,34 +141,32 @@ def stage_costs(corpus: Path, batch_size: int) -> dict:
 # -- 2. the Ray path with the stand-in ------------------------------------------------------------
 
 
-def process_tree_cpu() -> float:
-    """CPU seconds of this process and all its descendants, live or reaped."""
-    import psutil
-
-    me = psutil.Process()
-    total = 0.0
-    for process in [me, *me.children(recursive=True)]:
-        try:
-            times = process.cpu_times()
-        except psutil.Error:  # ended meanwhile: its parent's reaped children count it
-            continue
-        total += times.user + times.system + times.children_user + times.children_system
-    return total
-
-
 class CpuSampler:
-    """`process_tree_cpu` every `every` seconds in a thread, as (wall time, CPU seconds)."""
+    """The CPU seconds of this process and every descendant (the Ray cluster it started: its
+    processes, tasks and actors), sampled every `every` seconds in a thread, per process: a
+    process that ends (an actor Ray Data scales down, a worker that exits) keeps what it used,
+    to within one interval, and one that starts counts from its birth."""
 
     def __init__(self, every: float = 0.2) -> None:
         import threading
 
-        self.samples: list[tuple[float, float]] = []
+        self.processes: dict[tuple[int, float], list[tuple[float, float]]] = {}
         self.every, self.stop = every, threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        import psutil
+
+        me = psutil.Process()
         while not self.stop.is_set():
-            self.samples.append((time.time(), process_tree_cpu()))
+            for process in [me, *me.children(recursive=True)]:
+                try:
+                    with process.oneshot():
+                        times, born = process.cpu_times(), process.create_time()
+                except psutil.Error:  # ended meanwhile: its last sample stands
+                    continue
+                self.processes.setdefault((process.pid, born), []).append(
+                    (time.time(), times.user + times.system))
             self.stop.wait(self.every)
 
     def __enter__(self) -> CpuSampler:
@@ -180,11 +178,15 @@ class CpuSampler:
         self.thread.join()
 
     def between(self, start: float, end: float) -> float:
-        """CPU seconds used from `start` to `end` (wall times), from the samples nearest."""
+        """CPU seconds every process used from `start` to `end` (wall times)."""
         import numpy as np
 
-        times, cpu = np.array([t for t, _ in self.samples]), np.array([c for _, c in self.samples])
-        return float(np.interp(end, times, cpu) - np.interp(start, times, cpu))
+        total = 0.0
+        for (_, born), samples in self.processes.items():
+            times = np.array([born] + [t for t, _ in samples])
+            cpu = np.array([0.0] + [c for _, c in samples])
+            total += float(np.interp(end, times, cpu) - np.interp(start, times, cpu))
+        return total
 
 
 def ray_run(corpus: Path, rate: float, batch_size: int, work: Path) -> dict:
@@ -205,12 +207,13 @@ def ray_run(corpus: Path, rate: float, batch_size: int, work: Path) -> dict:
     init_ray(num_cpus=config.pool.local_cluster_cpus)  # the job's own cluster, kept to measure
     try:
         with CpuSampler() as sampler:
-            before = process_tree_cpu()
-            started = time.perf_counter()
+            time.sleep(2 * sampler.every)  # every process of the cluster sampled before
+            started, started_wall = time.perf_counter(), time.time()
             summary = run_embedding(config, stand_in=StandInGPU(384, rows_per_second=rate,
                                                                 log=str(log)))
-            seconds = time.perf_counter() - started
-            cpu = process_tree_cpu() - before
+            seconds, ended_wall = time.perf_counter() - started, time.time()
+            time.sleep(2 * sampler.every)
+        cpu = sampler.between(started_wall, ended_wall)
     finally:
         ray.shutdown()
     ids = pads.dataset(output, format="parquet").to_table(columns=["id"]).column("id")
