@@ -20,12 +20,16 @@ threads (default: torch's), one stream: a job's parallelism is its actors.
 from __future__ import annotations
 
 import contextlib
+import logging
+import sys
 
 import numpy as np
 import torch
 
 from sentray.encode.plan import INSTALL_HINT, EncoderPlan
 from sentray.encode.pooled_model import PooledEncoder
+
+logger = logging.getLogger(__name__)
 
 AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -68,15 +72,57 @@ class TorchForward:
 
 
 def runtime_module(runtime: str):
-    """The runtime's Python package, imported (ImportError with the install line if absent)."""
+    """The runtime's Python package, imported (ImportError with the install line if absent);
+    OpenVINO's with its telemetry off (`silence_telemetry`) and without its model converter."""
     try:
         if runtime == "onnxruntime":
             import onnxruntime as module
         else:
-            import openvino as module
+            module = import_openvino()
     except ImportError as exc:
         raise ImportError(INSTALL_HINT) from exc
     return module
+
+
+# OpenVINO's and NNCF's usage telemetry: `import openvino` imports its model converter
+# (openvino.tools.ovc), which sends a usage event to Google Analytics through the
+# openvino_telemetry package, and NNCF sends its own through the same package. Their consent is
+# opt-out: off only under CI=true (or TF_BUILD, JENKINS_URL: other tools read those too) or
+# with a consent file in the user's home (~/intel/openvino_telemetry), and the first event
+# writes a client id there. Under strace the embed job's actors each looked the telemetry host
+# up (two DNS connects, port 53). Both callers import it in a try and take an ImportError for
+# "no telemetry" (OpenVINO's telemetry_stub, NNCF's stub): a None in sys.modules makes every
+# import of the package in this process raise one, so nothing is sent and nothing written.
+TELEMETRY_PACKAGE = "openvino_telemetry"
+
+
+def silence_telemetry() -> None:
+    """OpenVINO's and NNCF's telemetry off in this process: called before either is imported
+    (`import_openvino`, `sentray.precision.artefacts.quantize`)."""
+    if sys.modules.get(TELEMETRY_PACKAGE, None) is not None:
+        logger.warning("%s was imported before sentray could turn it off: OpenVINO and NNCF "
+                       "may send usage events from this process", TELEMETRY_PACKAGE)
+        return
+    sys.modules[TELEMETRY_PACKAGE] = None
+
+
+def import_openvino():
+    """The openvino package, its telemetry off. Its model converter (openvino.tools.ovc, which
+    its __init__ imports when it can, and which sends the telemetry) is left out of the import:
+    sentray reads ONNX graphs with `Core.read_model` and converts nothing."""
+    silence_telemetry()
+    if "openvino" in sys.modules:
+        return sys.modules["openvino"]
+    converter = "openvino.tools.ovc"
+    blocked = converter not in sys.modules
+    if blocked:
+        sys.modules[converter] = None
+    try:
+        import openvino
+    finally:
+        if blocked and sys.modules.get(converter, 0) is None:
+            del sys.modules[converter]  # importable later, by name, telemetry still off
+    return openvino
 
 
 # OpenVINO's INFERENCE_PRECISION_HINT per plan precision (see the module's docstring)

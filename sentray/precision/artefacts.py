@@ -131,8 +131,9 @@ def runtime_runs(runtime: str, precision: str) -> bool:
     against fp32's 80 there).
     Neither is worth timing; a runtime that cannot say is timed."""
     if (runtime, precision) == ("openvino", "bf16"):
-        import openvino
+        from sentray.encode.runtimes import runtime_module
 
+        openvino = runtime_module("openvino")
         return "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
     if (runtime, precision) == ("torch", "bf16"):
         import torch
@@ -245,6 +246,9 @@ def export_onnx(pooled: torch.nn.Module, tokenizer) -> bytes:
 
 def quantize(onnx_bytes: bytes, batches: list[dict[str, np.ndarray]]) -> bytes:
     """NNCF static int8 (its transformer preset) of an ONNX model on calibration batches."""
+    from sentray.encode.runtimes import silence_telemetry
+
+    silence_telemetry()  # NNCF's usage events (sentray.encode.runtimes)
     try:
         import nncf
         import onnx
