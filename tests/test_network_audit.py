@@ -3,7 +3,7 @@ process of its own, both run under strace's `connect` trace with `CI` unset (Ope
 NNCF's telemetry is off under CI=true only, which is why a suite run by CI never saw it), and
 no process of theirs connects to an address but loopback (a Unix socket is local too).
 
-Before sentray turned OpenVINO's telemetry off (`sentray.encode.runtimes`), this job's actor
+Before sentray turned OpenVINO's telemetry off (`sentray.encode.runtimes.openvino_runtime`), this job's actor
 looked the telemetry host up: a connect() to the machine's DNS resolver, port 53."""
 
 from __future__ import annotations

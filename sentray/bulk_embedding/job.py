@@ -46,7 +46,9 @@ from sentray.corpus.sources import (
     read_format,
 )
 from sentray.encode.plan import EncoderPlan
+from sentray.encode.runtimes import registry
 from sentray.kit import storage
+from sentray.kit.settings_record import Settings
 from sentray.precision.plan import HERE, Where, plan_encoder
 
 logger = logging.getLogger(__name__)
@@ -141,14 +143,14 @@ def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
 
 
 def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-                   sources: list[Source], ranges: vectors.Ranges | None) -> dict:
+                   sources: list[Source], ranges: vectors.Ranges | None) -> Settings:
     """What the stored vectors depend on (the output's settings record): a rerun with any other
     value would mix two kinds of vector in one output. Only what changes a vector: the model by
     its files (its name or folder is recorded, not compared: `settings_record.comparable`), the
     plan's read-out, length and precision, the vector as stored (`stored_vector`), the
     format as the files are read (`read_format`)."""
     chunk = vector.long_text == "chunk"
-    return {
+    return Settings({
         "model": plan.model.name, "model_files": plan.model.fingerprint,
         "pooling": plan.pooling, "head": plan.head, "max_length": plan.max_length,
         "precision": plan.precision,
@@ -166,7 +168,7 @@ def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig
         "max_windows": vector.max_windows if chunk else None,
         "text_column": corpus.text_column, "id_column": corpus.id_column,
         "format": read_format(corpus, sources),
-    }
+    }, implied={"runtime": ("precision", registry.recorded_before())})
 
 
 # Output files of about this size by default (--rows-per-file unset): big enough for query

@@ -16,8 +16,9 @@ from sentray.bulk_embedding.config import VectorConfig
 from sentray.bulk_embedding.output import EmbeddingOutput
 from sentray.encode.config import EncoderConfig
 from sentray.encode.plan import Artefact, EncoderPlan
+from sentray.encode.runtimes import registry
 from sentray.kit import storage
-from sentray.precision import artefacts, probe
+from sentray.precision import artefacts
 from sentray.precision.plan import Kept, plan_encoder
 
 
@@ -74,12 +75,12 @@ def query_plan(settings: dict, location: storage.Location, device: str) -> Encod
     were encoded by (fp16, a GPU's, is fp32 on a CPU)."""
     precision, runtime = settings.get("precision") or "fp32", settings.get("runtime")
     if precision == "fp16" and not device.startswith("cuda"):
-        precision, runtime = "fp32", "torch"  # fp16 is a GPU's; on a CPU the same model
+        precision, runtime = "fp32", None  # fp16 is a GPU's; on a CPU the same model
     read_out = (settings["pooling"], settings["head"], settings["max_length"])
     artefact = (stored_artefact(location, settings["int8_model"], read_out)
                 if settings.get("int8_model") else None)
-    if precision == "fp32" and runtime and not probe.available(runtime):
-        runtime = "torch"  # exact either way: the rows' runtime is not installed here
+    if precision == "fp32" and runtime and not registry.available(runtime):
+        runtime = None  # exact either way: the rows' runtime is not installed here
     config = EncoderConfig(model=settings["model"], pooling=settings["pooling"],
                            head=settings["head"], max_length=settings["max_length"],
                            device=device, precision=precision)
