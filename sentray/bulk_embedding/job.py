@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.actor import STATUSES, EmbedBatch, EmbedSpec
 from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
-from sentray.bulk_embedding.output import EmbeddingOutput
+from sentray.bulk_embedding.output import EmbeddingOutput, settings_of
 from sentray.corpus import corpus_job, execution, part_files
 from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
 from sentray.corpus.reading import first_records
@@ -46,9 +46,7 @@ from sentray.corpus.sources import (
     read_format,
 )
 from sentray.encode.plan import EncoderPlan
-from sentray.encode.runtimes import registry
 from sentray.kit import storage
-from sentray.kit.settings_record import Settings
 from sentray.precision.plan import HERE, Where, plan_encoder
 
 logger = logging.getLogger(__name__)
@@ -143,14 +141,14 @@ def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
 
 
 def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-                   sources: list[Source], ranges: vectors.Ranges | None) -> Settings:
+                   sources: list[Source], ranges: vectors.Ranges | None) -> dict:
     """What the stored vectors depend on (the output's settings record): a rerun with any other
     value would mix two kinds of vector in one output. Only what changes a vector: the model by
     its files (its name or folder is recorded, not compared: `settings_record.comparable`), the
     plan's read-out, length and precision, the vector as stored (`stored_vector`), the
     format as the files are read (`read_format`)."""
     chunk = vector.long_text == "chunk"
-    return Settings({
+    return settings_of({
         "model": plan.model.name, "model_files": plan.model.fingerprint,
         "pooling": plan.pooling, "head": plan.head, "max_length": plan.max_length,
         "precision": plan.precision,
@@ -168,7 +166,7 @@ def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig
         "max_windows": vector.max_windows if chunk else None,
         "text_column": corpus.text_column, "id_column": corpus.id_column,
         "format": read_format(corpus, sources),
-    }, implied={"runtime": ("precision", registry.recorded_before())})
+    })
 
 
 # Output files of about this size by default (--rows-per-file unset): big enough for query
