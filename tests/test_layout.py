@@ -16,6 +16,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "sentray"
 MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60
+# The caps are a signal, not a budget: a module (or function) longer than its cap is fine when it
+# is one concept, listed here with the reason; code is never moved out of a module only to fit.
 # module or function -> why it may be longer (none need it now)
 LONGER_ALLOWED: dict[str, str] = {}
 

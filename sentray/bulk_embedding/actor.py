@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.config import VectorConfig
+from sentray.bulk_embedding.output import output_columns
 from sentray.bulk_embedding.windows import WindowPlan, bounded_text, windows_of
 from sentray.corpus.actor_pool import ActorClock
 from sentray.encode.plan import EncoderPlan
@@ -124,7 +125,11 @@ class EmbedBatch:
         # metadata, the summary's tokens_encoded
         columns["_tokens"] = pa.array([0 if copied[i] or i not in results else results[i].tokens
                                        for i in range(rows)], pa.int64())
-        return pa.table(columns).replace_schema_metadata(self.metadata)
+        # the output's columns as declared (`output_columns`), then the part writer's counts
+        names = (*output_columns(self.windows.max_windows > 1), "source_rows", "_copied",
+                 "_tokens")
+        return pa.table({name: columns[name] for name in names}).replace_schema_metadata(
+            self.metadata)
 
     def _gather(self, keys: dict[int, bytes], encoded: dict[bytes, Encoded],
                 rows: int) -> tuple[dict[int, Encoded], list[bool]]:

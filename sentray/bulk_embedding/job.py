@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.actor import STATUSES, EmbedBatch, EmbedSpec
 from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
-from sentray.bulk_embedding.output import EmbeddingOutput, settings_of
+from sentray.bulk_embedding.output import EmbeddingOutput, output_schema, settings_of
 from sentray.corpus import corpus_job, execution, part_files
 from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
 from sentray.corpus.reading import first_records
@@ -50,16 +50,6 @@ from sentray.kit import storage
 from sentray.precision.plan import HERE, Where, plan_encoder
 
 logger = logging.getLogger(__name__)
-
-
-def output_schema(dimension: int, id_type: pa.DataType, dtype: vectors.OutputDtype = "float32",
-                  chunked: bool = False, metadata: dict | None = None) -> pa.Schema:
-    width = vectors.stored_width(dimension, dtype)
-    fields = [("id", id_type), ("embedding", pa.list_(vectors.ARROW_TYPES[dtype], width)),
-              ("status", pa.string())]
-    fields += [("windows", pa.int32())] if chunked else []
-    fields += [("source", pa.string()), ("row", pa.int64())]
-    return pa.schema(fields, metadata=metadata)
 
 
 def stored_vector(vector: VectorConfig, plan: EncoderPlan) -> VectorConfig:

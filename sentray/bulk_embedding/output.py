@@ -41,6 +41,25 @@ CODE_BOOK_FORMULA = (
     "quantize_embeddings with ranges=[minimum, maximum])")
 
 
+def output_columns(chunked: bool) -> tuple[str, ...]:
+    """The columns of an output file, in order: declared here once, filled by the job's actor
+    (`EmbedBatch`), typed by `output_schema`."""
+    return ("id", "embedding", "status", *(("windows",) if chunked else ()), "source", "row")
+
+
+def output_schema(dimension: int, id_type: pa.DataType, dtype: vectors.OutputDtype = "float32",
+                  chunked: bool = False, metadata: dict | None = None) -> pa.Schema:
+    """An output file's schema (`output_columns`, typed): the id as the input has it, the
+    vector as stored, its status, the windows a chunked row was cut into, where it came from."""
+    types = {"id": id_type,
+             "embedding": pa.list_(vectors.ARROW_TYPES[dtype],
+                                   vectors.stored_width(dimension, dtype)),
+             "status": pa.string(), "windows": pa.int32(), "source": pa.string(),
+             "row": pa.int64()}
+    return pa.schema([(name, types[name]) for name in output_columns(chunked)],
+                     metadata=metadata)
+
+
 def settings_of(values: dict) -> Settings:
     """An embedding output's settings, with what a record made before runtimes were recorded
     meant by having none (the runtime its precision ran on then)."""

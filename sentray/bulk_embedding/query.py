@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.actor import EmbedBatch, EmbedSpec
 from sentray.bulk_embedding.output import EmbeddingDescription, EmbeddingOutput
 from sentray.encode.plan import Artefact, EncoderPlan
@@ -34,6 +35,16 @@ class QueryEncoder:
         self.plan = query_plan(output, storage.locate(output.embeddings, s3_endpoint), device)
         self.actor = EmbedBatch(EmbedSpec(self.plan, output.vector(float_output),
                                           None if float_output else output.ranges))
+
+    @property
+    def settings(self) -> dict:
+        """The settings of the rows (the description's)."""
+        return self.description.settings
+
+    @property
+    def ranges(self) -> vectors.Ranges | None:
+        """The code book of the rows (the description's)."""
+        return self.description.ranges
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(N, width) vectors in the output's dtype; a text with nothing to embed (empty) gets
