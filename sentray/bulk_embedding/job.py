@@ -258,8 +258,9 @@ class EmbedJob(corpus_job.CorpusJob):
 
 
 def where_actors_run(pool: ActorPoolConfig, rows: int) -> Where:
-    """Where this job's encoders run: in this process (a small input, no cluster), else in
-    actors of the pool's CPUs and GPUs, each encoder on its actor's CPUs."""
+    """Where this job's encoders run, decided once: in this process (a small input, no
+    cluster), else in actors of the pool's CPUs and GPUs, each encoder on its actor's CPUs. The
+    plan is made for it, and the corpus driver runs the rows there (`EmbedJob.in_process`)."""
     if execution.in_process_chosen(pool, rows):
         return Where()
     return Where(threads=max(1, int(pool.cpus_per_actor)), cpus=pool.cpus_per_actor,
@@ -289,5 +290,5 @@ def run_embedding(config: EmbedConfig) -> dict:
     return corpus_job.run_corpus_job(EmbedJob(
         config=repeating(config, plan, vector), plan=plan, output=output,
         folders=(config.output,), settings=settings, sources=sources,
-        rows_per_file=rows_per_file or None, ranges=ranges,
+        rows_per_file=rows_per_file or None, ranges=ranges, in_process=where.cpus is None,
         metadata=output.file_metadata(settings, ranges)))
