@@ -1,6 +1,6 @@
 """Several encoder processes on one machine, as a node's Ray actors run: OpenVINO with its
 threads pinned to cores (the CPU plugin's default on Linux) against not pinned (what
-`sentray.encode.runtimes.openvino_request` asks for), side by side in one run.
+`sentray.encode.runtimes.openvino_runtime.infer_request` asks for), side by side in one run.
 
 Each of `--processes` processes (default: one per CPU) compiles the same ONNX graph (the packaged
 model, mean pooling, exported as the job exports it) on OpenVINO at an f32 hint with

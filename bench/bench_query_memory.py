@@ -1,7 +1,7 @@
 """A query encoder's memory under a service's load: the encoder of an indexed output (the one
 `sentray serve` builds) fed seeded random batches of 1-32 held-out queries, as concurrent
 clients make them, its process's RSS read every 150 batches, once for each OpenVINO per-shape
-cache size given (each in a fresh process). The record behind `runtimes.OPENVINO_SHAPE_CACHE`.
+cache size given (each in a fresh process). The record behind `openvino_runtime.SHAPE_CACHE`.
 
     python -m bench.bench_query_memory --output OUT --queries heldout.txt \\
         --record bench/results/query-memory-50k-mean-amd.json
@@ -27,10 +27,10 @@ def one_run(output: str, queries: Path, batches: int, cache: int) -> dict:
     """In this process: the encoder built with `cache`, fed `batches` batches."""
     import psutil
 
-    from sentray.encode import runtimes
+    from sentray.encode.runtimes import openvino_runtime
     from sentray.index.search import VectorIndex
 
-    runtimes.OPENVINO_SHAPE_CACHE = cache
+    openvino_runtime.SHAPE_CACHE = cache
     index = VectorIndex(output, device="cpu", mode="table")
     texts = [line.strip() for line in queries.read_text(encoding="utf-8").splitlines()
              if line.strip()]

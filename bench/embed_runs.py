@@ -62,15 +62,15 @@ def candidate_rates(model: str, sentences: list[str]) -> list[dict]:
     """Every runtime x precision of the probe's grid on `sentences`, in this process, at steady
     state (its first 256 sentences once, untimed, then all of them timed): sentences/s, the
     largest difference of a component and the lowest cosine to torch fp32's vectors, and
-    whether the runtime runs that precision as itself here (`runtime_runs`: the probe times
+    whether the runtime runs that precision as itself here (`runs_as_itself`: the probe times
     no other; OpenVINO's bf16 hint runs f32 on a CPU without bf16, the fp32 candidate again)."""
     from sentray.encode.encoder import SentenceEncoder
-    from sentray.precision.artefacts import runtime_runs
-    from sentray.precision.probe import GRID, available, cosines
+    from sentray.encode.runtimes import registry
+    from sentray.precision.probe import cosines
 
     rows, reference = [], None
-    for runtime, precision in GRID:
-        if not available(runtime):
+    for runtime, precision in registry.candidates():
+        if not registry.available(runtime):
             continue
         encoder = SentenceEncoder(plan_of(model, runtime, precision))
         encoder.encode(sentences[:256])
@@ -81,7 +81,7 @@ def candidate_rates(model: str, sentences: list[str]) -> list[dict]:
         rows.append({"runtime": runtime, "precision": precision, "rate": rate,
                      "max_difference": float(np.abs(vectors - reference).max()),
                      "cosine_min": float(cosines(vectors, reference).min()),
-                     "runs_as_asked": runtime_runs(runtime, precision)})
+                     "runs_as_asked": registry.runs_as_itself(runtime, precision)})
     return rows
 
 

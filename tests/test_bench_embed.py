@@ -38,7 +38,7 @@ def test_bench_embed_times_the_job_and_a_peer_and_judges_the_goals(tmp_path, dat
 
 def test_a_row_its_runtime_does_not_run_as_asked_is_no_candidate(monkeypatch):
     """OpenVINO's bf16 hint runs f32 on a CPU without bf16: the fp32 candidate timed again (7%
-    apart in one run). The probe never times such a row (`runtime_runs`), so the bench does not
+    apart in one run). The probe never times such a row (`runs_as_itself`), so the bench does not
     hold `auto`'s choice to it."""
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
     import bench_embed

@@ -34,8 +34,8 @@ import pyarrow.parquet as pq
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.actor import STATUSES, EmbedBatch, EmbedSpec, EncodeTokens, Forward
 from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
-from sentray.bulk_embedding.output import EmbeddingOutput
-from sentray.bulk_embedding.storing import StoreVectors, output_schema
+from sentray.bulk_embedding.output import EmbeddingOutput, output_schema, settings_of
+from sentray.bulk_embedding.storing import StoreVectors
 from sentray.bulk_embedding.tokenizing import TokenizeRows
 from sentray.corpus import corpus_job, execution, part_files
 from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig, TaskStep
@@ -163,7 +163,7 @@ def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig
     plan's read-out, length and precision, the vector as stored (`stored_vector`), the
     format as the files are read (`read_format`)."""
     chunk = vector.long_text == "chunk"
-    return {
+    return settings_of({
         "model": plan.model.name, "model_files": plan.model.fingerprint,
         "pooling": plan.pooling, "head": plan.head, "max_length": plan.max_length,
         "precision": plan.precision,
@@ -181,7 +181,7 @@ def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig
         "max_windows": vector.max_windows if chunk else None,
         "text_column": corpus.text_column, "id_column": corpus.id_column,
         "format": read_format(corpus, sources),
-    }
+    })
 
 
 # Output files of about this size by default (--rows-per-file unset): big enough for query
@@ -297,8 +297,9 @@ class EmbedJob(corpus_job.CorpusJob):
 
 
 def where_actors_run(pool: ActorPoolConfig, rows: int) -> Where:
-    """Where this job's encoders run: in this process (a small input, no cluster), else in
-    actors of the pool's CPUs and GPUs, each encoder on its actor's CPUs."""
+    """Where this job's encoders run, decided once: in this process (a small input, no
+    cluster), else in actors of the pool's CPUs and GPUs, each encoder on its actor's CPUs. The
+    plan is made for it, and the corpus driver runs the rows there (`EmbedJob.in_process`)."""
     if execution.in_process_chosen(pool, rows):
         return Where()
     return Where(threads=max(1, int(pool.cpus_per_actor)), cpus=pool.cpus_per_actor,
@@ -333,7 +334,7 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
         config=repeating(config, plan, vector), plan=plan, output=output,
         folders=(config.output,), settings=settings, sources=sources,
         rows_per_file=rows_per_file or None, ranges=ranges, metadata=metadata,
-        started=started if measured_on is not None else None,
+        in_process=where.cpus is None, started=started if measured_on is not None else None,
         first_rows=None if measured_on is None else coded_rows(measured_on, vector, ranges,
                                                                metadata),
         stand_in=stand_in))

@@ -1,78 +1,193 @@
-"""`EmbeddingOutput`: what an embedding output folder (local or s3://) holds and how it is read
-and written, in one place: its settings, its code book (int8/uint8), the runtime artefact its
-rows were encoded by, its summary, its part files, and the description every Parquet file
-carries in its schema metadata (`sentray.vectors`), so that one file copied anywhere still says
-how to embed and quantize queries like its rows. The embedding job writes through it; the
-query encoder, the index job and a rerun's checks read through it. The files' names are
-`OutputFolder`'s."""
+"""`EmbeddingOutput`: an embedding output folder (local or s3://), the one owner of what it holds
+and how it is read and written: its settings, its code book (int8/uint8), the runtime artefact
+its rows were encoded by, its part files, and `EmbeddingDescription`, the one typed description
+of its vectors that every reader takes (the query encoder, the index job and its table, the
+search and the service through it, a rerun's and an index's refusal of other settings). The
+description is written, under one schema metadata key (`METADATA_KEY`), into every Parquet file
+(so that one file copied anywhere still says how to embed and quantize queries like its rows)
+and into the index's table. The embedding job writes through it. An `OutputFolder` (the files'
+names are its), with the embedding's own records."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sentray.bulk_embedding import vectors
+from sentray.bulk_embedding.config import VectorConfig
 from sentray.corpus.part_files import PART_NAME
+from sentray.encode.config import EncoderConfig
 from sentray.encode.plan import Artefact
+from sentray.encode.runtimes import registry
 from sentray.kit import storage
 from sentray.kit.output_folder import OutputFolder
+from sentray.kit.settings_record import Settings, settings_digest
 from sentray.precision.plan import Kept
 
-METADATA_KEY = b"sentray.vectors"  # every output file's schema metadata: what its vectors are
+# What the vectors are, in every output file's and every index table's schema metadata
+METADATA_KEY = b"sentray.vectors"
+# An index table written before tables and files shared the key ({"settings", "code_book",
+# "embeddings"}): still read
+TABLE_KEY_BEFORE = b"sentray.embedding"
 CODE_BOOK_FORMULA = (
     "code = clip(floor((x - minimum) / step), 0, 255), step = (maximum - minimum) / 255 (1 "
     "where that is 0), in float32; int8 subtracts 128 (sentence-transformers' "
     "quantize_embeddings with ranges=[minimum, maximum])")
 
 
-class EmbeddingOutput:
-    """The output of `jobs/embed.py` at `location`: a folder, or (to read) one of its files."""
+def output_columns(chunked: bool) -> tuple[str, ...]:
+    """The columns of an output file, in order: declared here once, filled by the job's actor
+    (`EmbedBatch`), typed by `output_schema`."""
+    return ("id", "embedding", "status", *(("windows",) if chunked else ()), "source", "row")
 
-    def __init__(self, location: storage.Location) -> None:
-        self.location = location
-        self.folder = OutputFolder(location)
 
-    @classmethod
-    def at(cls, uri: str, s3_endpoint: str | None = None) -> EmbeddingOutput:
-        return cls(storage.locate(uri, s3_endpoint))
+def output_schema(dimension: int, id_type: pa.DataType, dtype: vectors.OutputDtype = "float32",
+                  chunked: bool = False, metadata: dict | None = None) -> pa.Schema:
+    """An output file's schema (`output_columns`, typed): the id as the input has it, the
+    vector as stored, its status, the windows a chunked row was cut into, where it came from."""
+    types = {"id": id_type,
+             "embedding": pa.list_(vectors.ARROW_TYPES[dtype],
+                                   vectors.stored_width(dimension, dtype)),
+             "status": pa.string(), "windows": pa.int32(), "source": pa.string(),
+             "row": pa.int64()}
+    return pa.schema([(name, types[name]) for name in output_columns(chunked)],
+                     metadata=metadata)
+
+
+def settings_of(values: dict) -> Settings:
+    """An embedding output's settings, with what a record made before runtimes were recorded
+    meant by having none (the runtime its precision ran on then)."""
+    return Settings(values, implied={"runtime": ("precision", registry.recorded_before())})
+
+
+@dataclass(frozen=True)
+class EmbeddingDescription:
+    """What an embedding output's vectors are: the settings they were made with, their code
+    book (int8/uint8, as JSON) and the output folder they are in: all a query needs to be
+    embedded as the rows were, and all an index needs to hold them."""
+
+    settings: dict
+    code_book: dict | None
+    embeddings: str  # the output folder's URI
 
     @property
-    def uri(self) -> str:
-        return self.location.uri
+    def digest(self) -> str:
+        return settings_digest(settings_of(self.settings))
+
+    @property
+    def dtype(self) -> str:
+        return self.settings["output_dtype"]
+
+    @property
+    def dimension(self) -> int:
+        return self.settings["truncate_dim"] or self.settings["dimension"]
+
+    @property
+    def width(self) -> int:
+        """Values per stored vector (bytes for the packed dtypes)."""
+        return vectors.stored_width(self.dimension, self.dtype)
+
+    @property
+    def metric(self) -> str:
+        return "hamming" if self.dtype in vectors.PACKED else "cosine"
+
+    @property
+    def dequantized(self) -> bool:
+        """Whether an index holds int8/uint8 codes dequantized (float32) by the code book."""
+        return self.dtype in vectors.SCALAR
+
+    @functools.cached_property
+    def ranges(self) -> vectors.Ranges | None:
+        """The code book (int8/uint8 outputs), as the embedding job quantized with it."""
+        return None if self.code_book is None else vectors.Ranges.from_json(self.code_book)
+
+    def vector_type(self) -> pa.DataType:
+        """An index table's vector column (int8/uint8 dequantized to float32)."""
+        value = {"float32": pa.float32(), "float16": pa.float16(), "int8": pa.float32(),
+                 "uint8": pa.float32()}.get(self.dtype, pa.uint8())
+        return pa.list_(value, self.width)
+
+    def vector(self, float_output: bool = False) -> VectorConfig:
+        """The vector as the rows store it (`float_output`: float32, before any
+        quantization)."""
+        s = self.settings
+        return VectorConfig(truncate_dim=s["truncate_dim"], normalize=s["normalize"],
+                            output_dtype="float32" if float_output else s["output_dtype"],
+                            long_text=s["long_text"], chunk_overlap=s["chunk_overlap"] or 0,
+                            max_windows=s["max_windows"] or VectorConfig.max_windows,
+                            dedupe=False)
+
+    def encoder(self, device: str, precision: str) -> EncoderConfig:
+        """The encoder the rows were made with, in `precision`."""
+        s = self.settings
+        return EncoderConfig(model=s["model"], pooling=s["pooling"], head=s["head"],
+                             max_length=s["max_length"], device=device, precision=precision)
+
+    def to_metadata(self, *, located: bool = True) -> dict[bytes, bytes]:
+        """The schema metadata: the settings and the code book; `located`: the output folder
+        too (an index table; not a part file, which may be copied anywhere)."""
+        where = {"embeddings": self.embeddings} if located else {}
+        return {METADATA_KEY: json.dumps({**self.settings, "code_book": self.code_book,
+                                          **where}, default=str).encode()}
+
+    @classmethod
+    def from_metadata(cls, metadata: dict | None, where: str) -> EmbeddingDescription:
+        """From a part file's or an index table's schema metadata (`where`: its URI, the
+        output folder of a part file); ValueError when it carries none."""
+        metadata = metadata or {}
+        if METADATA_KEY in metadata:
+            described = json.loads(metadata[METADATA_KEY])
+            book, located = described.pop("code_book", None), described.pop("embeddings", where)
+            return cls(described, book, located)
+        if TABLE_KEY_BEFORE in metadata:
+            record = json.loads(metadata[TABLE_KEY_BEFORE])
+            return cls(record["settings"], record["code_book"], record["embeddings"])
+        raise ValueError(f"{where} has no {METADATA_KEY.decode()} metadata: not written by "
+                         "jobs/embed.py or jobs/index.py")
+
+
+class EmbeddingOutput(OutputFolder):
+    """The output of `jobs/embed.py` at `location`: a folder, or (to read) one of its files."""
 
     def settings(self) -> dict | None:
-        record = self.folder.settings_record()
+        record = self.settings_record()
         return None if record is None else record.get("settings", {})
 
     # -- the code book ------------------------------------------------------------------------
 
     def code_book(self) -> vectors.Ranges | None:
         """The ranges the rows were quantized with, if the folder records any."""
-        record = self.folder.code_book()
+        record = self.read_json(self.CODE_BOOK)
         return None if record is None else vectors.Ranges.from_json(record["ranges"])
 
     def write_code_book(self, dtype: str, ranges: vectors.Ranges) -> None:
-        self.folder.write_code_book({"dtype": dtype, "dimension": ranges.dimension,
-                                     "formula": CODE_BOOK_FORMULA, "ranges": ranges.to_json()})
+        self.write_bytes(self.CODE_BOOK, json.dumps({
+            "dtype": dtype, "dimension": ranges.dimension, "formula": CODE_BOOK_FORMULA,
+            "ranges": ranges.to_json()}, indent=1).encode())
 
     # -- the runtime artefact -----------------------------------------------------------------
 
     def artefact(self) -> Artefact | None:
         """The artefact the rows were encoded by (checked whole), or None."""
-        found = self.folder.artefact()
-        if found is None:
+        record, data = self.read_json(self.ARTEFACT_RECORD), self.read_bytes(self.ARTEFACT)
+        if record is None or data is None:
             return None
-        record, data = found
         if hashlib.sha256(data).hexdigest() != record.get("digest"):
             raise ValueError(f"{self.uri}: its int8 model does not match its record (digest): "
                              "the file is damaged; rerun with --overwrite")
         return Artefact.from_record(record, data)
 
     def write_artefact(self, artefact: Artefact) -> None:
-        self.folder.write_artefact(artefact.record(), artefact.data)
+        """The artefact beside the rows it makes (the file first: a record names a whole
+        file)."""
+        self.write_bytes(self.ARTEFACT, artefact.data)
+        self.write_bytes(self.ARTEFACT_RECORD, json.dumps(artefact.record(), indent=1).encode())
 
     def kept(self) -> Kept | None:
         """What the rows the folder holds were made with, for a rerun: their precision and
@@ -88,8 +203,8 @@ class EmbeddingOutput:
     def file_metadata(self, settings: dict, ranges: vectors.Ranges | None) -> dict:
         """Every output file's schema metadata: the settings the vectors were made with and,
         for int8/uint8, the code book itself."""
-        described = {**settings, "code_book": ranges.to_json() if ranges is not None else None}
-        return {METADATA_KEY: json.dumps(described, default=str).encode()}
+        return EmbeddingDescription(settings, ranges.to_json() if ranges is not None else None,
+                                    self.uri).to_metadata(located=False)
 
     def parts(self) -> list[tuple[str, str, int, int]]:
         """(source key, path, first row, end row) of every part file, sorted; the records and
@@ -103,36 +218,39 @@ class EmbeddingOutput:
                     parts.append((key, item.path, int(match.group(1)), int(match.group(2))))
         return sorted(parts)
 
-    def describe(self) -> tuple[dict, vectors.Ranges | None]:
-        """(settings, code book) of the folder, or of one of its Parquet files (its
-        `sentray.vectors` metadata); the code book checked against the digest the settings
-        recorded. ValueError for another job's output folder."""
+    def describe(self) -> EmbeddingDescription:
+        """The description of the folder's vectors, or of one of its Parquet files' (its
+        schema metadata); the code book checked against the digest the settings recorded.
+        ValueError for another job's output folder."""
         if self.location.filesystem.get_file_info(self.location.path).type == pafs.FileType.File:
-            described, ranges = self._file_description()
+            description = self._file_description()
         else:
-            record = self.folder.settings_record()
+            record = self.settings_record()
             if record is None:
-                raise FileNotFoundError(f"{self.uri} has no {OutputFolder.SETTINGS}: not the "
-                                        "output of jobs/embed.py")
+                raise FileNotFoundError(f"{self.uri} has no {self.SETTINGS}: not the output of "
+                                        "jobs/embed.py")
             if record.get("job") != "embed":
                 raise ValueError(f"{self.uri} is the output of jobs/{record.get('job')}.py, not "
                                  "of jobs/embed.py: give an embedding output folder")
-            described, ranges = record.get("settings", {}), self.code_book()
-        if described.get("quantization_ranges") != (ranges.digest if ranges else None):
+            ranges = self.code_book()
+            description = EmbeddingDescription(record.get("settings", {}), None if ranges is None
+                                               else ranges.to_json(), self.uri)
+        ranges = description.ranges
+        if description.settings.get("quantization_ranges") != (ranges.digest if ranges
+                                                               else None):
             raise ValueError(f"{self.uri}: the code book found does not match the one its "
                              "vectors were written with (digest "
-                             f"{described.get('quantization_ranges')})")
-        return described, ranges
+                             f"{description.settings.get('quantization_ranges')})")
+        return description
 
-    def _file_description(self) -> tuple[dict, vectors.Ranges | None]:
+    def _file_description(self) -> EmbeddingDescription:
         with self.location.filesystem.open_input_file(self.location.path) as handle:
             metadata = pq.read_schema(handle).metadata or {}
         if METADATA_KEY not in metadata:
             raise ValueError(f"{self.uri} has no {METADATA_KEY.decode()} metadata: not a file "
                              "written by jobs/embed.py")
-        described = json.loads(metadata[METADATA_KEY])
-        if "model_files" not in described:
+        description = EmbeddingDescription.from_metadata(metadata, self.uri)
+        if "model_files" not in description.settings:
             raise ValueError(f"{self.uri} was written before files described themselves in "
                              "full; pass its output folder instead")
-        book = described.pop("code_book", None)
-        return described, vectors.Ranges.from_json(book) if book is not None else None
+        return description

@@ -1,7 +1,7 @@
 """`QueryEncoder`: queries embedded the way an output's rows were, so that they can be compared
 with the stored vectors: the model, pooling, head, max_length, precision (and its artefact),
-dimension, normalization, dtype and code book the output records (`EmbeddingOutput.describe`),
-through the same `EmbedBatch` the job's actors ran."""
+dimension, normalization, dtype and code book its `EmbeddingDescription` records, through the
+same `EmbedBatch` the job's actors ran. The one way to build the encoder of a query."""
 
 from __future__ import annotations
 
@@ -12,48 +12,39 @@ import pyarrow as pa
 
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.actor import EmbedBatch, EmbedSpec
-from sentray.bulk_embedding.config import VectorConfig
-from sentray.bulk_embedding.output import EmbeddingOutput
-from sentray.encode.config import EncoderConfig
+from sentray.bulk_embedding.output import EmbeddingDescription, EmbeddingOutput
 from sentray.encode.plan import Artefact, EncoderPlan
+from sentray.encode.runtimes import registry
 from sentray.kit import storage
-from sentray.precision import artefacts, probe
+from sentray.precision import artefacts
 from sentray.precision.plan import Kept, plan_encoder
 
 
 class QueryEncoder:
-    """Embeds texts into the stored form of the embedding job's output `output`: its folder
-    (local or s3://), or any one of its Parquet files (each file's schema metadata carries the
-    settings and the code book: a file copied out of its output still says how)."""
+    """Embeds texts into the stored form of an embedding output's rows, described by `output`:
+    its folder (local or s3://), any one of its Parquet files (each file's schema metadata
+    carries the settings and the code book: a file copied out of its output still says how), or
+    its `EmbeddingDescription` as an index table stores it. `float_output`: the query as
+    float32 before any quantization (the asymmetric side of an int8 or binary search)."""
 
-    def __init__(self, output: str, *, device: str = "auto",
-                 s3_endpoint: str | None = None) -> None:
-        location = storage.locate(output, s3_endpoint)
-        self._build(*EmbeddingOutput(location).describe(), location, device)
+    def __init__(self, output: str | EmbeddingDescription, *, device: str = "auto",
+                 s3_endpoint: str | None = None, float_output: bool = False) -> None:
+        if isinstance(output, str):
+            output = EmbeddingOutput.at(output, s3_endpoint).describe()
+        self.description = output
+        self.plan = query_plan(output, storage.locate(output.embeddings, s3_endpoint), device)
+        self.actor = EmbedBatch(EmbedSpec(self.plan, output.vector(float_output),
+                                          None if float_output else output.ranges))
 
-    @classmethod
-    def from_settings(cls, settings: dict, ranges: vectors.Ranges | None,
-                      location: storage.Location, *, device: str = "auto",
-                      float_output: bool = False) -> QueryEncoder:
-        """The encoder of the output at `location` whose description is (settings, ranges), as
-        a table copied from it recorded them (`EmbeddingOutput.describe`); `float_output`: the query as float32
-        before any quantization (the asymmetric side of an int8 or binary search)."""
-        encoder = cls.__new__(cls)
-        encoder._build(settings, ranges, location, device, float_output)
-        return encoder
+    @property
+    def settings(self) -> dict:
+        """The settings of the rows (the description's)."""
+        return self.description.settings
 
-    def _build(self, settings: dict, ranges: vectors.Ranges | None,
-               location: storage.Location, device: str, float_output: bool = False) -> None:
-        self.settings, self.ranges = settings, ranges
-        s = self.settings
-        vector = VectorConfig(truncate_dim=s["truncate_dim"], normalize=s["normalize"],
-                              output_dtype="float32" if float_output else s["output_dtype"],
-                              long_text=s["long_text"],
-                              chunk_overlap=s["chunk_overlap"] or 0,
-                              max_windows=s["max_windows"] or VectorConfig.max_windows,
-                              dedupe=False)
-        self.plan = query_plan(s, location, device)
-        self.actor = EmbedBatch(EmbedSpec(self.plan, vector, None if float_output else ranges))
+    @property
+    def ranges(self) -> vectors.Ranges | None:
+        """The code book of the rows (the description's)."""
+        return self.description.ranges
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(N, width) vectors in the output's dtype; a text with nothing to embed (empty) gets
@@ -68,22 +59,22 @@ class QueryEncoder:
         return np.asarray(rows, dtype=column.type.value_type.to_pandas_dtype())
 
 
-def query_plan(settings: dict, location: storage.Location, device: str) -> EncoderPlan:
-    """The plan of the rows the settings describe, exactly: the recorded model, read-out and
+def query_plan(description: EmbeddingDescription, location: storage.Location,
+               device: str) -> EncoderPlan:
+    """The plan of the rows `description` describes, exactly: the recorded model, read-out and
     length, in the recorded precision on the recorded runtime with the very artefact the rows
     were encoded by (fp16, a GPU's, is fp32 on a CPU)."""
+    settings = description.settings
     precision, runtime = settings.get("precision") or "fp32", settings.get("runtime")
     if precision == "fp16" and not device.startswith("cuda"):
-        precision, runtime = "fp32", "torch"  # fp16 is a GPU's; on a CPU the same model
+        precision, runtime = "fp32", None  # fp16 is a GPU's; on a CPU the same model
     read_out = (settings["pooling"], settings["head"], settings["max_length"])
     artefact = (stored_artefact(location, settings["int8_model"], read_out)
                 if settings.get("int8_model") else None)
-    if precision == "fp32" and runtime and not probe.available(runtime):
-        runtime = "torch"  # exact either way: the rows' runtime is not installed here
-    config = EncoderConfig(model=settings["model"], pooling=settings["pooling"],
-                           head=settings["head"], max_length=settings["max_length"],
-                           device=device, precision=precision)
-    return plan_encoder(config, kept=Kept(precision, runtime, artefact, exact=True))
+    if precision == "fp32" and runtime and not registry.available(runtime):
+        runtime = None  # exact either way: the rows' runtime is not installed here
+    return plan_encoder(description.encoder(device, precision),
+                        kept=Kept(precision, runtime, artefact, exact=True))
 
 
 def stored_artefact(location: storage.Location, digest: str,

@@ -4,11 +4,10 @@ the output's columns, with the output's schema metadata. Pure numpy and Arrow on
 it runs where the rows are written (a Ray task beside the encoder actors on a GPU pool, inside
 the one actor on a CPU pool and in the job's own process).
 
-The output's columns are declared here, once (`output_schema`), and every block is cast to them:
-
-    id, embedding (fixed_size_list<dtype>[width]), status, windows (--long-text chunk), source,
-    row, source_rows, and the private counters `_copied` and `_tokens` (summed into each part's
-    metadata by `sentray.corpus.part_files`, then dropped)
+A block comes out in the output's columns, in the order its owner declares them
+(`sentray.bulk_embedding.output.output_columns`: id, embedding, status, windows with --long-text
+chunk, source, row), then the accounting column `source_rows` and the private counters `_copied`
+and `_tokens` (summed into each part's metadata by `sentray.corpus.part_files`, then dropped).
 """
 
 from __future__ import annotations
@@ -20,21 +19,10 @@ import pyarrow as pa
 
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.config import VectorConfig
+from sentray.bulk_embedding.output import output_columns
 from sentray.bulk_embedding.tokenizing import EMBEDDED
 
 POOLED = "_pooled"  # the encoder stage's column of float vectors, before they are stored
-
-
-def output_schema(dimension: int, id_type: pa.DataType, dtype: vectors.OutputDtype = "float32",
-                  chunked: bool = False, metadata: dict | None = None) -> pa.Schema:
-    """The columns of the output's files (the accounting column `source_rows` and the
-    counters are a block's only: `part_files` drops them)."""
-    width = vectors.stored_width(dimension, dtype)
-    fields = [("id", id_type), ("embedding", pa.list_(vectors.ARROW_TYPES[dtype], width)),
-              ("status", pa.string())]
-    fields += [("windows", pa.int32())] if chunked else []
-    fields += [("source", pa.string()), ("row", pa.int64())]
-    return pa.schema(fields, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -66,13 +54,11 @@ class StoreVectors:
             floats[present] = values.reshape(-1, spec.dimension)
         finished = spec.vector.finish(floats)  # (N, d)
         stored = vectors.to_output(finished, spec.vector.output_dtype, spec.ranges)
-        columns = {"id": table.column("id"),
-                   "embedding": vectors.arrow_vectors(stored, spec.vector.output_dtype, valid),
-                   "status": status}
-        if spec.vector.long_text == "chunk":
-            columns["windows"] = table.column("windows")
-        for name in ("source", "row", "source_rows", "_copied", "_tokens"):
-            columns[name] = table.column(name)
+        names = (*output_columns(spec.vector.long_text == "chunk"), "source_rows", "_copied",
+                 "_tokens")
+        columns = {name: table.column(name) for name in names if name != "embedding"}
+        columns["embedding"] = vectors.arrow_vectors(stored, spec.vector.output_dtype, valid)
+        columns = {name: columns[name] for name in names}
         # the output's metadata, beside what the block carries (the encoder actor's moments)
         metadata = {**(table.schema.metadata or {}), **(spec.metadata or {})}
         return pa.table(columns).replace_schema_metadata(metadata or None)

@@ -68,6 +68,10 @@ class CorpusJob(abc.ABC):
     # time.perf_counter() when this run's rows began, if before the driver (the embedding job:
     # before it measured its code book, whose rows `before_rows` writes)
     started: float | None = None
+    # whether the rows go through this process, decided by the job where its actors' plan
+    # depends on it (the embedding job's encoders); None: by the rows to do
+    # (`execution.in_process_chosen`)
+    in_process: bool | None = None
 
     @abc.abstractmethod
     def actor(self) -> ActorPlan:
@@ -181,7 +185,8 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
                   and (todo or needs_compaction(folders[0], sources, job.rows_per_file)))
     if not todo and not compacting:
         return None
-    local = execution.in_process_chosen(job.config.pool, sum(p.rows for p in todo))
+    local = (job.in_process if todo and job.in_process is not None
+             else execution.in_process_chosen(job.config.pool, sum(p.rows for p in todo)))
     session = contextlib.nullcontext(None) if local else execution.ray_session(job.config.pool)
     with session as ray_seconds:
         timings, ray_ready = {"ray_start": ray_seconds}, None if local else time.time()

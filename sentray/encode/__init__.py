@@ -7,7 +7,8 @@ functions (`pooling`) and by name with the Ditto heads (`pooling_catalog`), the 
 a Hugging Face encoder and a pooling as one module that the encoder, the trainer and the
 sentence-transformers module all run (`pooled_model`); `EncoderConfig`, what a user asks for
 (`config`); `EncoderPlan`, what an encoder will be, decided before it exists, and its model part
-(`plan`); the runtimes a plan runs on (`runtimes`: torch, ONNX Runtime, OpenVINO);
+(`plan`); the runtimes a plan runs on, one module each, and their registry (the `runtimes`
+subpackage: torch, ONNX Runtime, OpenVINO);
 `SentenceEncoder`, built from a plan (`encoder`); the sentence-transformers module
 (`st_module`) and the writer of model folders (`export`). How a plan's precision is decided is
 `sentray.precision`'s.

@@ -10,20 +10,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sentray.encode.model_lookup import DEFAULT_MODEL
-from sentray.encode.pooling_catalog import DITTO_POOLINGS, canonical_pooling, parse_head
+from sentray.encode.pooling_catalog import (
+    DITTO_POOLINGS,
+    DittoImpl,
+    canonical_pooling,
+    parse_head,
+)
+from sentray.encode.runtimes import registry
 from sentray.kit.validation import check_at_least, check_choices
 
 Precision = Literal["fp32", "fp16", "bf16", "int8", "auto"]
-Runtime = Literal["auto", "torch", "onnxruntime", "openvino"]
-DittoImpl = Literal["auto", "fast", "eager"]
-# (runtime, precision) -> the kind of artefact it runs (None: none, the torch model itself)
-ARTEFACT_KINDS = {("torch", "fp32"): None, ("torch", "bf16"): None, ("torch", "fp16"): None,
-                  ("onnxruntime", "fp32"): "onnx", ("openvino", "fp32"): "onnx",
-                  ("openvino", "bf16"): "onnx", ("onnxruntime", "int8"): "onnx-int8",
-                  ("openvino", "int8"): "onnx-int8"}
-# the runtime a precision runs on when none is chosen (int8: ONNX Runtime, as before runtimes
-# were chosen: an output made then records none)
-DEFAULT_RUNTIME = {"fp32": "torch", "bf16": "torch", "fp16": "torch", "int8": "onnxruntime"}
+# auto, or a registered runtime (`sentray.encode.runtimes.registry`)
+Runtime = Literal[("auto", *registry.names())]
 
 
 @dataclass(frozen=True)
@@ -52,8 +50,8 @@ class EncoderConfig:
     # sentray.precision
     precision: Precision = "fp32"
     # what runs it: auto (measured on this CPU among those that run the precision: for fp32 the
-    # exact ones, whose vectors stay within 1e-5 of torch's) | torch | onnxruntime | openvino
-    # (sentray.encode.runtimes; onnxruntime and openvino: the `runtimes` extra)
+    # exact ones, whose vectors stay within 1e-5 of torch's) | a runtime by name
+    # (sentray.encode.runtimes: torch, and the `runtimes` extra's ONNX Runtime and OpenVINO)
     runtime: Runtime = "auto"
     # int8: the texts NNCF calibrates the int8 model on, a UTF-8 file of one sentence a line;
     # None: the bundled Brown sample (so that the int8 model does not depend on the input)
@@ -74,11 +72,8 @@ class EncoderConfig:
                        max_tokens_per_batch=self.max_tokens_per_batch)
         check_at_least(2, int8_calibration_rows=self.int8_calibration_rows,
                        max_length=self.max_length)
-        if (self.runtime != "auto" and self.precision != "auto"
-                and (self.runtime, self.precision) not in ARTEFACT_KINDS):
-            raise ValueError(f"--runtime {self.runtime} does not run --precision "
-                             f"{self.precision}; it runs " + ", ".join(
-                                 p for r, p in ARTEFACT_KINDS if r == self.runtime))
+        if self.runtime != "auto" and self.precision != "auto":
+            registry.check_runs(self.runtime, self.precision)
         if self.int8_calibration is not None and self.precision not in ("int8", "auto"):
             raise ValueError(f"--int8-calibration is for --precision int8 (or auto), not "
                              f"{self.precision}")

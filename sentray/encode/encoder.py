@@ -16,7 +16,7 @@ from sentray.encode import model_loading
 from sentray.encode.plan import EncoderPlan
 from sentray.encode.pooling import pool
 from sentray.encode.pooling_catalog import DITTO_POOLINGS
-from sentray.encode.runtimes import build_forward
+from sentray.encode.runtimes import registry
 from sentray.kit.progress_bars import steps
 
 logger = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class SentenceEncoder:
         self.plan = plan
         self.tokenizer = (tokenizer if tokenizer is not None
                           else model_loading.load_tokenizer(plan.model))
-        self.forward = build_forward(plan, model)
+        self.forward = registry.build_forward(plan, model)
         self.device = self.forward.device
         logger.info("encoder %s pooling=%s head=%s ditto=%s device=%s precision=%s runtime=%s "
                     "max_length=%d", plan.model.name, plan.pooling, plan.head,

@@ -5,10 +5,9 @@ why, and what was measured), and the runtime's artefact (a prepared model file, 
 ONNX model). `SentenceEncoder(plan)` only builds from it; Ray actors and the query encoder
 receive it as it is.
 
-A plan runs on one of three runtimes (`sentray.encode.runtimes`): torch (fp32, bf16; a GPU's
-fp16), ONNX Runtime (fp32, int8) and OpenVINO (fp32 at an explicit f32 precision hint, bf16,
-int8). The ONNX and OpenVINO ones run an artefact: the pooled encoder exported as one ONNX graph
-(`onnx`), or that graph quantized to int8 by NNCF (`onnx-int8`, which both runtimes run).
+A plan runs on one of the registered runtimes (`sentray.encode.runtimes`: what each runs, and
+the kind of artefact each precision of it needs: the pooled encoder exported as one ONNX graph,
+`onnx`, or that graph quantized to int8 by NNCF, `onnx-int8`).
 
 `model_plan(config)` is the model's part, fp32 on torch: the one place where a model's own
 pooling, its Ditto head and its length are taken as defaults. `sentray.precision.plan_encoder`
@@ -22,13 +21,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from sentray.encode.config import ARTEFACT_KINDS, DEFAULT_RUNTIME, EncoderConfig
+from sentray.encode.config import EncoderConfig
 from sentray.encode.model_files import checked_model, model_facts
 from sentray.encode.model_lookup import ResolvedModel, located_model
 from sentray.encode.pooling_catalog import DITTO_DEFAULT_HEADS, DITTO_POOLINGS, parse_head
-
-INSTALL_HINT = ("ONNX Runtime and OpenVINO (and int8's quantization) need onnxruntime, onnx, "
-                "openvino and nncf: pip install 'sentray[runtimes]'")
+from sentray.encode.runtimes import registry
 
 
 @dataclass(frozen=True)
@@ -38,7 +35,7 @@ class Artefact:
     (`onnx-int8`). Cached per `key` (`sentray.precision.artefacts`); an int8 one is written
     beside the rows it made (`OutputFolder`)."""
 
-    kind: str  # onnx | onnx-int8
+    kind: str  # onnx | onnx-int8 (`sentray.encode.runtimes.artefact_kinds`)
     key: str  # digest of what it was made from (`sentray.precision.artefacts.artefact_key`)
     digest: str  # sha256 of the file: its identity in the settings record
     pooling: str
@@ -78,16 +75,13 @@ class EncoderPlan:
     max_tokens_per_batch: int | None
     ditto_impl: str
     precision: str = "fp32"  # fp32 | bf16 | fp16 | int8
-    runtime: str = "torch"  # torch | onnxruntime | openvino (`encode.config.Runtime`)
+    runtime: str = "torch"  # a registered runtime (`sentray.encode.runtimes.registry`)
     why: str = "asked for"  # why this precision (auto: what decided it)
     measured: tuple[dict, ...] = ()  # auto: each candidate's speed and cosine to fp32
     artefact: Artefact | None = None  # the runtime's prepared model, when it needs one
 
     def __post_init__(self) -> None:
-        kind = ARTEFACT_KINDS.get((self.runtime, self.precision), "none")
-        if kind == "none":
-            raise ValueError(f"runtime {self.runtime} does not run {self.precision}; it runs "
-                             + ", ".join(p for r, p in ARTEFACT_KINDS if r == self.runtime))
+        kind = registry.artefact_kind(self.runtime, self.precision)
         if (self.artefact.kind if self.artefact else None) != kind:
             raise ValueError(f"{self.runtime} {self.precision} runs "
                              f"{'an ' + kind + ' artefact' if kind else 'the torch model'}, not "
@@ -107,10 +101,11 @@ class EncoderPlan:
     def running(self, precision: str, *, why: str, runtime: str | None = None,
                 artefact: Artefact | None = None,
                 measured: tuple[dict, ...] = ()) -> EncoderPlan:
-        """This plan in `precision` on `runtime` (default: the precision's, DEFAULT_RUNTIME),
+        """This plan in `precision` on `runtime` (default: the precision's, the registry's),
         with the artefact that runtime runs."""
         return dataclasses.replace(self, precision=precision,
-                                   runtime=runtime or DEFAULT_RUNTIME[precision], why=why,
+                                   runtime=runtime or registry.default_runtime(precision),
+                                   why=why,
                                    artefact=artefact, measured=tuple(measured))
 
     def record(self) -> dict[str, Any]:

@@ -18,12 +18,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from sentray.encode import model_files, model_loading, model_lookup
-from sentray.encode.config import DittoImpl
 from sentray.encode.pooling import attention_diagonal, masked_mean, pool
 from sentray.encode.pooling_catalog import (
     DITTO_POOLINGS,
     POOLINGS,
     WORD_EMBEDDING_POOLINGS,
+    DittoImpl,
     parse_head,
 )
 

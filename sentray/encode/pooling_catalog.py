@@ -5,6 +5,12 @@ functions are in `sentray.encode.pooling`."""
 
 from __future__ import annotations
 
+from typing import Literal
+
+# how Ditto's diagonal is computed: fast, one head recomputed on SDPA (BERT family); eager,
+# the attention maps; auto: fast where it applies
+DittoImpl = Literal["auto", "fast", "eager"]
+
 # name -> description; the keys are the valid `pooling` values.
 POOLINGS: dict[str, str] = {
     "cls": "the model's pooler output (BERT: dense + tanh over [CLS])",

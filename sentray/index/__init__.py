@@ -1,6 +1,7 @@
 """The vector index behind `jobs/index.py` and `jobs/search.py`: the two jobs' configs
-(`config`), the one description of the embedding a table holds and the one query encoder built
-from it (`embedding_record`), the record of the rows a table holds and the rollback of a killed
+(`config`), a table's vector column and the refusal of another embedding's vectors
+(`embedding_record`; what the vectors are is the output's `EmbeddingDescription`, and their
+query encoder `QueryEncoder`, both sentray.bulk_embedding's), the record of the rows a table holds and the rollback of a killed
 run (`index_state`), the rows an output holds that its table lacks (`plan`), the LanceDB table
 opened for a run and those rows read and appended to it, in this process or through Ray Data
 (`table_writing`), the ANN index and its defaults (`ann`), the

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from sentray.bulk_embedding.output import EmbeddingDescription
 from sentray.index.config import IndexConfig
-from sentray.index.embedding_record import VECTOR_COLUMN, EmbeddingDescription
+from sentray.index.embedding_record import VECTOR_COLUMN
 
 logger = logging.getLogger(__name__)
 ROWS_PER_PARTITION = 4096

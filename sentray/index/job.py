@@ -9,11 +9,10 @@ import logging
 import os
 import time
 
-from sentray.bulk_embedding.output import EmbeddingOutput
+from sentray.bulk_embedding.output import EmbeddingDescription, EmbeddingOutput
 from sentray.corpus.sources import CorpusConfig, discover_sources
 from sentray.index import ann, table_writing
 from sentray.index.config import IndexConfig
-from sentray.index.embedding_record import EmbeddingDescription, describe_output
 from sentray.index.index_state import IndexState
 from sentray.index.plan import PartWork, plan
 from sentray.index.run_claim import IndexRunClaim
@@ -28,7 +27,7 @@ def run_index(config: IndexConfig) -> dict:
     started = time.perf_counter()
     embeddings = EmbeddingOutput.at(config.embeddings, config.s3_endpoint)
     output = embeddings.location
-    description = describe_output(embeddings)
+    description = embeddings.describe()
     parts = embeddings.parts()
     if not parts:
         raise ValueError(f"{output.uri} holds no part files: an embedding output with no rows "

@@ -1,7 +1,7 @@
 """Searching a table the index job wrote: `VectorIndex` (open once, search many times, for
 notebooks), `search` (the same in one call) and `run_search`, the job behind `jobs/search.py`.
 
-A query is embedded by `embedding_record.query_encoder`, from the settings the table stores, so
+A query is embedded by `QueryEncoder`, from the description the table stores, so
 it goes through what made the rows. Float tables: cosine distance (score: cosine similarity),
 exact over the vectors held in memory where they fit (`resident`: --search-mode), else through
 the ANN index with the top k x refine_factor candidates re-ranked exactly. Binary tables:
@@ -16,9 +16,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sentray.bulk_embedding.output import EmbeddingDescription
+from sentray.bulk_embedding.query import QueryEncoder
 from sentray.index.ann import default_nprobes
 from sentray.index.config import SearchConfig
-from sentray.index.embedding_record import EmbeddingDescription, query_encoder
 from sentray.index.index_state import IndexState
 from sentray.index.resident import ResidentVectors, search_mode
 from sentray.index.table_writing import connect, open_table
@@ -60,10 +61,10 @@ class VectorIndex:
                                                               self.uri)
         self.binary = self.description.metric == "hamming"
         # int8/uint8 tables hold the codes dequantized: the query is compared as a float
-        self.encoder = query_encoder(self.description, device=device, s3_endpoint=s3_endpoint,
-                                     float_output=self.description.dequantized)
-        self.float_encoder = (query_encoder(self.description, device=device,
-                                            s3_endpoint=s3_endpoint, float_output=True)
+        self.encoder = QueryEncoder(self.description, device=device, s3_endpoint=s3_endpoint,
+                                    float_output=self.description.dequantized)
+        self.float_encoder = (QueryEncoder(self.description, device=device,
+                                           s3_endpoint=s3_endpoint, float_output=True)
                               if self.binary else None)
         self.columns = [c for c in ("id", "source", "row", "text")
                         if c in self.table.schema.names]

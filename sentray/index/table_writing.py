@@ -21,10 +21,11 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sentray.bulk_embedding.output import EmbeddingDescription
 from sentray.bulk_embedding.vectors import Ranges, scalar_dequantize
 from sentray.corpus.reading import read_task
 from sentray.corpus.sources import CorpusConfig, Source
-from sentray.index.embedding_record import EmbeddingDescription, check_same_embedding
+from sentray.index.embedding_record import check_same_embedding
 from sentray.index.index_state import IndexState, roll_back
 from sentray.index.plan import PartWork
 from sentray.kit import storage

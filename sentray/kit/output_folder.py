@@ -12,7 +12,9 @@ them, through it:
     _int8_model.json     and its record (what it was made from, its digest)
     _index.lance         the vector table `sentray index` makes of an embedding output
 
-A file is written whole or not at all (`storage.write_bytes`)."""
+A file is written whole or not at all (`storage.write_bytes`). An embedding output's own records
+(its code book, its int8 model, its description) are read and written by its subclass,
+`sentray.bulk_embedding.output.EmbeddingOutput`."""
 
 from __future__ import annotations
 
@@ -88,23 +90,6 @@ class OutputFolder:
     def claims(self) -> storage.Location:
         """The folder of the running jobs' claims."""
         return self.file(self.CLAIMS)
-
-    def code_book(self) -> dict | None:
-        return self.read_json(self.CODE_BOOK)
-
-    def write_code_book(self, record: dict) -> None:
-        self.write_bytes(self.CODE_BOOK, json.dumps(record, indent=1).encode())
-
-    def artefact(self) -> tuple[dict, bytes] | None:
-        """(record, bytes) of the runtime artefact the rows were made with, or None."""
-        record, data = self.read_json(self.ARTEFACT_RECORD), self.read_bytes(self.ARTEFACT)
-        return None if record is None or data is None else (record, data)
-
-    def write_artefact(self, record: dict, data: bytes) -> None:
-        """The artefact beside the rows it makes (the file first: a record names a whole
-        file)."""
-        self.write_bytes(self.ARTEFACT, data)
-        self.write_bytes(self.ARTEFACT_RECORD, json.dumps(record, indent=1).encode())
 
     @classmethod
     def index_table(cls, folder_uri: str) -> str:

@@ -18,21 +18,31 @@ from sentray.kit.output_folder import OutputFolder
 NAMED_BY = {"model": "model_files"}
 
 
-# The runtime each precision ran on before outputs recorded one (their settings have none)
-RUNTIME_BEFORE = {"fp32": "torch", "bf16": "torch", "fp16": "torch", "int8": "onnxruntime"}
+class Settings(dict):
+    """A job's settings (written as the plain dict they are), with what a record made before one
+    of them was recorded meant by its absence: `implied` maps a setting to (the setting it
+    followed, {that setting's value: the value it implied}). The embedding job's `runtime`: a
+    record made before runtimes were recorded names the one its precision ran on."""
+
+    def __init__(self, values: dict, implied: dict[str, tuple[str, dict]] | None = None) -> None:
+        super().__init__(values)
+        self.implied = dict(implied or {})
 
 
-def comparable(settings: dict) -> dict:
+def comparable(settings: dict, implied: dict[str, tuple[str, dict]] | None = None) -> dict:
     """`settings` without the names that their identifying setting makes redundant, and
     without the runtime of fp32 vectors (every fp32 runtime gives the same vectors, within
-    1e-5); a record made before runtimes were recorded names the one that ran."""
+    1e-5); a setting a record lacks is what `implied` (default: the settings' own) says its
+    absence meant."""
+    implied = getattr(settings, "implied", {}) if implied is None else implied
     dropped = {name for name, identity in NAMED_BY.items()
                if not str(settings.get(identity, "hub:")).startswith("hub:")}
     if settings.get("precision") == "fp32":
         dropped.add("runtime")
     kept = {key: value for key, value in settings.items() if key not in dropped}
-    if "precision" in kept and "runtime" not in dropped and "runtime" not in kept:
-        kept["runtime"] = RUNTIME_BEFORE.get(kept["precision"])
+    for name, (followed, values) in implied.items():
+        if followed in kept and name not in dropped and name not in kept:
+            kept[name] = values.get(kept[followed])
     return kept
 
 
@@ -53,8 +63,10 @@ def write_settings(folder: storage.Location, settings: dict, job: str) -> None:
 
 def differences(stored: dict, wanted: dict) -> list[str]:
     """'key: stored value (stored) != this run's value (this run)' for each key that differs
-    (a model's name is not compared where its files are: `comparable`)."""
-    stored, wanted = comparable(stored), comparable(wanted)
+    (a model's name is not compared where its files are; a setting an older record lacks is
+    what this run's settings say its absence meant: `comparable`)."""
+    implied = getattr(wanted, "implied", {})
+    stored, wanted = comparable(stored, implied), comparable(wanted, implied)
     keys = sorted(set(stored) | set(wanted))
     return [f"{key}: {stored.get(key)!r} (stored) != {wanted.get(key)!r} (this run)"
             for key in keys if stored.get(key) != wanted.get(key)]

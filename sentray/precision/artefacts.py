@@ -1,7 +1,8 @@
 """The int8 artefact: a plan's `PooledEncoder` (any pooling: Ditto's attention diagonal and the
 static poolings' table lookup are part of the graph) exported to ONNX once, statically quantized
 by NNCF (SmoothQuant and fast bias correction, its transformer preset) on a fixed calibration
-sample, and run by ONNX Runtime (`sentray.encode.runtimes`).
+sample, and run by ONNX Runtime or OpenVINO (`sentray.encode.runtimes`; the kinds, their cache
+folders and file names: `artefact_kinds`).
 
 Why this runtime, measured on this project's AMD EPYC (Zen 3: AVX2, no VNNI), 2 threads,
 all-MiniLM-L6-v2, 2,000 Brown sentences, batch 32 (sentences/s; per-row cosine to torch fp32):
@@ -44,7 +45,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sentray.encode.plan import INSTALL_HINT, Artefact, EncoderPlan
+from sentray.encode.plan import Artefact, EncoderPlan
+from sentray.encode.runtimes import registry
+from sentray.encode.runtimes.artefact_kinds import KINDS
 
 if TYPE_CHECKING:
     import torch
@@ -115,39 +118,7 @@ def cached_keys(kind: str) -> list[str]:
     return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
 
 
-def runtime_computes(runtime: str, pooling: str) -> bool:
-    """Whether `runtime` computes `pooling` right. OpenVINO 2026.4 runs the exported Ditto
-    graphs wrong (the attention diagonal: components off by ~1, tests/precision/
-    test_runtimes.py), so the Ditto poolings run on torch or ONNX Runtime only."""
-    return not (runtime == "openvino" and pooling.startswith("ditto"))
-
-
-def runtime_runs(runtime: str, precision: str) -> bool:
-    """Whether `runtime` runs `precision` as itself on this CPU, as the runtime reports it.
-    OpenVINO's CPU plugin takes a bf16 hint on a CPU without bf16 instructions (its
-    OPTIMIZATION_CAPABILITIES list no BF16) and runs f32: the fp32 candidate again. torch's
-    oneDNN reports no bf16 kernels on a CPU without AVX-512 (`_is_mkldnn_bf16_supported`; False
-    on this project's AVX2 EPYC): its bf16 then falls back to reference code (5 sentences/s
-    against fp32's 80 there).
-    Neither is worth timing; a runtime that cannot say is timed."""
-    if (runtime, precision) == ("openvino", "bf16"):
-        import openvino
-
-        return "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
-    if (runtime, precision) == ("torch", "bf16"):
-        import torch
-
-        try:
-            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except (AttributeError, RuntimeError):
-            return True
-    return True
-
-
-# The tools each kind of artefact is made with (their versions are part of its key)
-TOOLS = {"onnx": ("torch", "onnx"), "onnx-int8": ("torch", "onnx", "nncf")}
-# The cache folder of each kind ("int8": where int8 models were cached before other kinds)
-CACHE_FOLDERS = {"onnx": "onnx", "onnx-int8": "int8"}
+QUANTIZE_HINT = "int8's quantization needs onnx and nncf: pip install 'sentray[runtimes]'"
 
 
 def tool_versions(kind: str = "onnx-int8") -> dict:
@@ -156,7 +127,7 @@ def tool_versions(kind: str = "onnx-int8") -> dict:
     from importlib import metadata
 
     versions = {}
-    for name in TOOLS[kind]:
+    for name in KINDS[kind].tools:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -206,7 +177,7 @@ def made_for(artefact: Artefact, plan: EncoderPlan, calibration: Calibration,
 
 
 def read_cached(kind: str, key: str) -> Artefact | None:
-    found = read_files(CACHE_FOLDERS[kind], key, "record.json", "model.onnx")
+    found = read_files(KINDS[kind].cache_folder, key, "record.json", KINDS[kind].file)
     if found is None:
         return None
     record, data = json.loads(found[0]), found[1]
@@ -245,11 +216,12 @@ def export_onnx(pooled: torch.nn.Module, tokenizer) -> bytes:
 
 def quantize(onnx_bytes: bytes, batches: list[dict[str, np.ndarray]]) -> bytes:
     """NNCF static int8 (its transformer preset) of an ONNX model on calibration batches."""
+    registry.silence_side_effects()  # NNCF's usage events (sentray.encode.runtimes)
     try:
         import nncf
         import onnx
     except ImportError as exc:
-        raise ImportError(INSTALL_HINT) from exc
+        raise ImportError(QUANTIZE_HINT) from exc
     quantized = nncf.quantize(onnx.load_from_string(onnx_bytes), nncf.Dataset(batches),
                               model_type=nncf.ModelType.TRANSFORMER, subset_size=len(batches))
     return quantized.SerializeToString()
@@ -277,7 +249,8 @@ def prepare(kind: str, plan: EncoderPlan, calibration: Calibration, *, module=No
                     "length; cached)")
         data = export_onnx(fp32.pooled, fp32.tokenizer)
     else:
-        graph = prepare("onnx", plan, calibration, module=module, tokenizer=tokenizer)
+        graph = prepare(KINDS[kind].made_from, plan, calibration, module=module,
+                        tokenizer=tokenizer)
         texts, described = calibration.texts()
         logger.info("preparing the int8 model: NNCF calibration on %d texts of %s (once per "
                     "model, pooling and calibration; cached)", described["rows"],
@@ -290,8 +263,8 @@ def prepare(kind: str, plan: EncoderPlan, calibration: Calibration, *, module=No
                         dimension=plan.dimension, calibration=described,
                         versions=tool_versions(kind),
                         prepare_seconds=round(time.perf_counter() - started, 1), data=data)
-    folder = write_files(CACHE_FOLDERS[kind], key, {
-        "model.onnx": data, "record.json": json.dumps(artefact.record(), indent=1).encode()})
+    folder = write_files(KINDS[kind].cache_folder, key, {
+        KINDS[kind].file: data, "record.json": json.dumps(artefact.record(), indent=1).encode()})
     logger.info("%s model %s prepared in %.1f s, cached in %s", kind, artefact.digest[:12],
                 artefact.prepare_seconds, folder)
     return artefact
@@ -301,7 +274,7 @@ def find_cached(digest: str, read_out: tuple[str, str | None, int]) -> Artefact 
     """The cached artefact whose file has `digest`, made for `read_out` (pooling, head,
     max_length: two lengths can make the same file, calibrated on texts shorter than both), or
     None. A query encoder's, for an output file copied away from its folder."""
-    for key in cached_keys(CACHE_FOLDERS["onnx-int8"]):
+    for key in cached_keys(KINDS["onnx-int8"].cache_folder):
         found = read_cached("onnx-int8", key)
         if (found is not None and found.digest == digest
                 and (found.pooling, found.head, found.max_length) == read_out):

@@ -80,18 +80,13 @@ def product_graph(weight: np.ndarray, int8: bool, activation_scale: float) -> by
 
 def seconds_per_call(runtime: str, graph: bytes, x: np.ndarray, threads: int) -> float:
     """The median seconds of one call of `graph` on `runtime` at steady state."""
-    from sentray.encode.runtimes import onnxruntime_session, openvino_request
+    from sentray.encode.runtimes import registry
 
-    if runtime == "onnxruntime":
-        session = onnxruntime_session(graph, threads)
+    run = registry.graph_runner(runtime, graph, "fp32", threads)  # fp32: int8 where quantized
 
-        def call():
-            session.run(None, {"x": x})
-    else:
-        request = openvino_request(graph, "fp32", threads)  # f32 hint: int8 where quantized
+    def call():
+        run({"x": x})
 
-        def call():
-            request.infer({"x": x})
     call(), call()
     times, started = [], time.perf_counter()
     while len(times) < MIN_CALLS or time.perf_counter() - started < TIMED_SECONDS:

@@ -1,7 +1,7 @@
 """`plan_encoder`: the one function that decides what an encoder will be, before any encoder
 exists. It makes the model's part (`sentray.encode.plan.model_plan`: the model looked up, its
 facts read once, the read-out and length decided), then the device, the precision and the
-runtime that runs it (torch, ONNX Runtime, OpenVINO: `sentray.encode.runtimes`):
+runtime that runs it (a registered one: `sentray.encode.runtimes`):
 
     fp32   exact: the vectors sentence-transformers' fp32 `encode` gives (the default), on the
            exact runtime measured fastest on this CPU (`--runtime auto`; their vectors within
@@ -27,8 +27,9 @@ import os
 import sys
 from dataclasses import dataclass
 
-from sentray.encode.config import ARTEFACT_KINDS, DEFAULT_RUNTIME, EncoderConfig
+from sentray.encode.config import EncoderConfig
 from sentray.encode.plan import Artefact, EncoderPlan, model_plan
+from sentray.encode.runtimes import registry
 from sentray.kit.cpu import BF16_CPU_FLAGS, cpu_bf16_native, cpu_info
 from sentray.precision import artefacts
 
@@ -111,7 +112,7 @@ def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where
             and (kept.precision != "fp32" or kept.exact)):
         precision, why = kept.precision, "as the output's rows were made"
         if runtime == "auto":
-            runtime = kept.runtime or DEFAULT_RUNTIME[precision]
+            runtime = kept.runtime or registry.default_runtime(precision)
     elif kept is not None and precision in ("auto", "fp32"):
         precision = "fp32"  # as the rows were made, on whichever exact runtime is fastest
     if precision == "auto" and device.startswith("cuda"):
@@ -120,10 +121,10 @@ def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where
     elif runtime == "auto" and precision in ("auto", "fp32") and not device.startswith("cuda"):
         return measured(plan, calibration, rows, where, precision == "fp32", module, tokenizer)
     if runtime == "auto":
-        runtime = DEFAULT_RUNTIME[precision]
+        runtime = registry.default_runtime(precision)
     check_precision(precision, device)
-    check_runtime(runtime, plan.pooling)
-    kind = ARTEFACT_KINDS.get((runtime, precision))
+    registry.check_computes(runtime, plan.pooling)
+    kind = registry.artefact_kind(runtime, precision)
     artefact = kept.artefact if kept is not None and kind == "onnx-int8" else None
     identity = artefacts.model_identity(plan, module)
     if kind is not None and (artefact is None or not (
@@ -147,13 +148,6 @@ def decide_device(device: str, where: Where) -> str:
 
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
-
-
-def check_runtime(runtime: str, pooling: str) -> None:
-    if not artefacts.runtime_computes(runtime, pooling):
-        raise ValueError(f"--runtime openvino does not compute the {pooling} pooling right "
-                         "(OpenVINO 2026.4 on the exported Ditto graph); use --runtime torch "
-                         "or onnxruntime, or --runtime auto")
 
 
 def check_precision(precision: str, device: str, flags: frozenset[str] | None = None) -> None:

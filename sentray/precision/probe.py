@@ -2,8 +2,9 @@
 its flags (on an Intel Xeon with AVX512-BF16 and no AMX, torch bf16 ran at 0.65x fp32; on an AMD
 EPYC with the same flag, 2.88x).
 
-The candidates are runtime x precision (`GRID`): torch fp32 and bf16; ONNX Runtime fp32 and
-int8; OpenVINO fp32 (at an explicit f32 hint), bf16 and int8. `--precision fp32` weighs the
+The candidates are runtime x precision, each registered runtime at the precisions it declares
+probed (`sentray.encode.runtimes.registry.candidates`: torch fp32 and bf16; ONNX Runtime fp32
+and int8; OpenVINO fp32 (at an explicit f32 hint), bf16 and int8). `--precision fp32` weighs the
 exact ones (their vectors within `EXACT_TOLERANCE` of torch's); `auto` all of them.
 
 How it decides:
@@ -14,7 +15,7 @@ How it decides:
    shape's first call, its kernels) and then timed: torch fp32, the reference, for
    `PROBE_SECONDS` of timed calls, every other candidate on the very batches it timed (the same
    sentences); a candidate under half torch fp32's rate after two timed batches is stopped. A
-   candidate its runtime says it would not run as asked is not timed (`runtime_runs`:
+   candidate its runtime says it would not run as asked is not timed (`runs_as_itself`:
    OpenVINO's bf16 hint where its plugin runs f32, torch bf16 where its oneDNN has no bf16).
 2. A candidate passes its gate against torch fp32's vectors: an exact one by the largest
    difference of a component (<= 1e-5, the tolerance the tests hold fp32 to); bf16 by the
@@ -41,7 +42,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import logging
 import time
@@ -51,15 +51,13 @@ from importlib import resources
 
 import numpy as np
 
-from sentray.encode.config import ARTEFACT_KINDS
 from sentray.encode.plan import EncoderPlan
+from sentray.encode.runtimes import registry
 from sentray.kit.cpu import cpu_info
 from sentray.precision import artefacts, int8_products
 
 logger = logging.getLogger(__name__)
 
-GRID = (("torch", "fp32"), ("onnxruntime", "fp32"), ("openvino", "fp32"), ("torch", "bf16"),
-        ("openvino", "bf16"), ("onnxruntime", "int8"), ("openvino", "int8"))
 EXACT_TOLERANCE = 1e-5  # largest difference of a component from torch fp32's
 GATES = {"bf16": 0.999, "int8": 0.97}  # lowest per-row cosine to torch fp32
 MARGIN = 1.05  # a candidate other than torch fp32 must beat it by this much (timing noise)
@@ -106,11 +104,6 @@ def probe_texts() -> list[str]:
 def cosines(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(reference, axis=1)
     return (vectors * reference).sum(1) / np.maximum(norms, 1e-12)
-
-
-def available(runtime: str) -> bool:
-    """Whether this machine has the runtime's package (without importing it)."""
-    return runtime == "torch" or importlib.util.find_spec(runtime) is not None
 
 
 def time_batches(forward: Callable, batches: list, dimension: int, floor: float | None = None,
@@ -227,10 +220,10 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
     (a job too small to pay for measuring): a decision cached on this kind of machine, else
     torch fp32."""
     threads = threads or default_threads()
-    grid = tuple(c for c in GRID if available(c[0]) and (not exact or c[1] == "fp32")
-                 and artefacts.runtime_computes(c[0], plan.pooling)
-                 and artefacts.runtime_runs(*c))
-    kinds = sorted({ARTEFACT_KINDS[c] for c in grid} - {None})
+    grid = tuple(c for c in registry.candidates()
+                 if registry.available(c[0]) and (not exact or c[1] == "fp32")
+                 and registry.computes(c[0], plan.pooling) and registry.runs_as_itself(*c))
+    kinds = sorted({registry.artefact_kind(*c) for c in grid} - {None})
     ready = {kind: artefacts.cached(kind, plan, calibration, module) for kind in kinds}
     key = decision_key(plan, threads, grid, ready)
     decision = read_decision(key)
@@ -258,7 +251,7 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
         ready = {kind: artefacts.cached(kind, plan, calibration, module) for kind in kinds}
         write_decision(decision_key(plan, threads, grid, ready), decision)
     log_decision(decision)
-    kind = ARTEFACT_KINDS[(decision.runtime, decision.precision)]
+    kind = registry.artefact_kind(decision.runtime, decision.precision)
     artefact = None if kind is None else artefacts.prepare(kind, plan, calibration,
                                                            module=module, tokenizer=tokenizer)
     when = " (decided earlier on this kind of machine)" if decision.cached else ""
@@ -340,7 +333,7 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
         measured = [Measured("torch", "fp32", rate, len(reference), 0.0, 1.0, True)]
         notes, artefact_of = [], dict(ready)
         for runtime, precision in grid[1:]:
-            kind = ARTEFACT_KINDS[(runtime, precision)]
+            kind = registry.artefact_kind(runtime, precision)
             if kind is not None and kind not in artefact_of:
                 continue  # its conversion was weighed, and not made
             if kind is not None and artefact_of[kind] is None:

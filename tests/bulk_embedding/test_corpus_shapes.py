@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.actor import EmbedBatch, EmbedSpec
 from sentray.bulk_embedding.config import VectorConfig
-from sentray.bulk_embedding.job import output_schema, summarize
+from sentray.bulk_embedding.job import summarize
+from sentray.bulk_embedding.output import output_schema
 from sentray.corpus import part_files
 from sentray.encode.config import EncoderConfig
 from sentray.kit import storage

@@ -115,3 +115,23 @@ def test_in_process_calls_start_small_whatever_the_block():
     assert pool.rows_per_batch == 4096
     assert in_process_calls(pool) == (FIRST_CALL_ROWS, 4096 * BLOCKS_PER_CALL)
     assert in_process_calls(ActorPoolConfig(rows_per_batch=64)) == (64, 64 * BLOCKS_PER_CALL)
+
+
+@pytest.mark.parametrize(("in_process_rows", "here"), [(100, True), (0, False)])
+def test_the_rows_run_where_the_plan_was_made_for(no_ray, tiny_model_dir, tmp_path, monkeypatch,
+                                                  in_process_rows, here):
+    """Where the encoders run is decided once (`where_actors_run`): the plan is made for it,
+    and the corpus driver runs the rows there, not by a second count of its own."""
+    from sentray.bulk_embedding import job as embed_job
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"Sentence {i}.\n" for i in range(40)))
+    config, _ = load_job("embed").parse_config([
+        "--input", str(corpus), "--output", str(tmp_path / "out"), "--model",
+        str(tiny_model_dir), "--pooling", "mean", "--in-process-rows", str(in_process_rows)])
+    seen = {}
+    monkeypatch.setattr(embed_job.corpus_job, "run_corpus_job",
+                        lambda job: seen.setdefault("job", job))
+    embed_job.run_embedding(config)
+    assert seen["job"].in_process is here
+    assert seen["job"].plan.device == "cpu"

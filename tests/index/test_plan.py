@@ -3,6 +3,7 @@ per source, so a part's rows are added once however the embedding job cut or mer
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,7 +44,7 @@ def test_a_plan_skips_what_the_table_holds_even_after_parts_are_merged():
 
 
 def test_the_ann_rule():
-    from sentray.index.embedding_record import EmbeddingDescription
+    from sentray.bulk_embedding.output import EmbeddingDescription
 
     floats = EmbeddingDescription({"output_dtype": "float32", "dimension": 32,
                                    "truncate_dim": None}, None, "out")
@@ -59,3 +60,21 @@ def test_the_ann_rule():
     assert default_sub_vectors(384) == 48 and default_sub_vectors(36) == 4
     # a sixth of the partitions, at least 20 (all of a small index's): 41 of 1M rows' 244
     assert [default_nprobes(p) for p in (0, 12, 120, 121, 244, 2441)] == [20, 20, 20, 21, 41, 407]
+
+
+def test_a_table_written_under_the_old_metadata_key_is_still_read():
+    """Index tables once said what their vectors are under `sentray.embedding`, nested; the
+    description reads that as it reads the shared key, and writes the shared key."""
+    import json
+
+    from sentray.bulk_embedding.output import METADATA_KEY, EmbeddingDescription
+
+    settings = {"output_dtype": "float32", "dimension": 32, "truncate_dim": None}
+    old = {b"sentray.embedding": json.dumps({"settings": settings, "code_book": None,
+                                             "embeddings": "out/emb", "digest": "x"}).encode()}
+    described = EmbeddingDescription.from_metadata(old, "out/emb/_index.lance")
+    assert described == EmbeddingDescription(settings, None, "out/emb")
+    assert set(described.to_metadata()) == {METADATA_KEY}
+    assert EmbeddingDescription.from_metadata(described.to_metadata(), "elsewhere") == described
+    with pytest.raises(ValueError, match="no sentray.vectors metadata"):
+        EmbeddingDescription.from_metadata({}, "t.lance")

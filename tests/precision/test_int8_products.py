@@ -17,7 +17,7 @@ from sentray.precision.plan import plan_encoder
 
 @pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
 def test_the_product_graphs_compute_the_product_in_fp32_and_in_int8(runtime):
-    from sentray.encode.runtimes import onnxruntime_session, openvino_request
+    from sentray.encode.runtimes import registry
 
     rng = np.random.default_rng(1)
     weight = rng.standard_normal((64, 96)).astype(np.float32) / 8
@@ -26,10 +26,7 @@ def test_the_product_graphs_compute_the_product_in_fp32_and_in_int8(runtime):
     scale = float(np.abs(x).max()) / 127
     for int8, tolerance in ((False, 1e-4), (True, 0.05)):
         graph = int8_products.product_graph(weight, int8, scale)
-        if runtime == "onnxruntime":
-            y = onnxruntime_session(graph, 1).run(None, {"x": x})[0]
-        else:
-            y = next(iter(openvino_request(graph, "fp32", 1).infer({"x": x}).values()))
+        y = registry.graph_runner(runtime, graph, "fp32", 1)({"x": x})
         # fp32: float rounding only; int8: 8-bit steps of x (scale ~ max/127) and of each
         # column of the weight, summed over 64 terms: within 5% of the product's spread
         assert np.abs(y - expected).max() <= tolerance * max(1.0, np.abs(expected).max())

@@ -12,6 +12,7 @@ import pytest
 from conftest import encoder_of, make_tiny_bert
 
 from sentray.encode.config import EncoderConfig
+from sentray.encode.runtimes import registry
 from sentray.precision import artefacts, int8_products
 from sentray.precision import probe as probe_module
 from sentray.precision.plan import SMALL_JOB, plan_encoder
@@ -142,7 +143,7 @@ def fake_timings(monkeypatch, rates, *, every_candidate: bool = True):
     """time_batches with real vectors and the given sentences/s per (runtime, precision); a CPU
     on which every runtime runs every precision (unless `every_candidate` is False)."""
     if every_candidate:
-        monkeypatch.setattr(artefacts, "runtime_runs", lambda runtime, precision: True)
+        monkeypatch.setattr(registry, "runs_as_itself", lambda runtime, precision: True)
     real = probe_module.time_batches
 
     def fake(forward, batches, dimension, floor=None, **timing):
@@ -233,9 +234,9 @@ def test_bf16_is_timed_only_where_its_runtime_reports_it_native(tokenizer, monke
 
     monkeypatch.setattr(openvino, "Core", Core)
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: native)
-    assert artefacts.runtime_runs("openvino", "bf16") is native
-    assert artefacts.runtime_runs("torch", "bf16") is native
-    assert artefacts.runtime_runs("openvino", "fp32") and artefacts.runtime_runs("torch", "fp32")
+    assert registry.runs_as_itself("openvino", "bf16") is native
+    assert registry.runs_as_itself("torch", "bf16") is native
+    assert registry.runs_as_itself("openvino", "fp32") and registry.runs_as_itself("torch", "fp32")
     fake_timings(monkeypatch, RATES, every_candidate=False)
     plan = plan_encoder(tiny_config(precision="auto"), rows=3_000,
                         module=make_tiny_bert(tokenizer.vocab_size, seed=6), tokenizer=tokenizer)
@@ -272,7 +273,7 @@ def test_a_job_on_a_cluster_measures_auto_in_a_ray_task_with_an_actors_cpus(
     assert "decide ran in a Ray task on node" in caplog.text
     assert f"(pid {os.getpid()})" not in caplog.text
     assert plan.device == "cpu" and plan.measured[0]["precision"] == "fp32"
-    assert (plan.runtime, plan.precision) in probe_module.GRID
+    assert (plan.runtime, plan.precision) in registry.candidates()
 
     # an int8 output's code book is encoded where the actors run too, by the same plan
     from sentray.bulk_embedding import job as embed_job

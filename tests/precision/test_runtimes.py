@@ -12,6 +12,7 @@ import pytest
 from conftest import encoder_of, make_tiny_bert
 
 from sentray.encode.config import EncoderConfig
+from sentray.encode.runtimes import registry
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("openvino")
@@ -47,7 +48,6 @@ def test_openvino_is_refused_for_ditto_and_left_out_of_its_probe(tokenizer):
     """OpenVINO 2026.4 computes the exported Ditto graph wrong (components off by ~1 on the
     tiny model; ONNX Runtime runs the same file within 1e-5): asked for, it is refused naming
     the pooling; `auto` does not measure it (its gate would refuse it anyway)."""
-    from sentray.precision import probe
 
     with pytest.raises(ValueError, match="ditto"):
         encoder_of(EncoderConfig(pooling="ditto", head="1-2", device="cpu", runtime="openvino",
@@ -58,7 +58,7 @@ def test_openvino_is_refused_for_ditto_and_left_out_of_its_probe(tokenizer):
                       rows=100_000).plan  # fp32's runtime auto: the exact candidates
     assert plan.runtime != "openvino"
     assert all(m["runtime"] != "openvino" for m in plan.measured)
-    assert probe.GRID  # the grid itself is unchanged: the pooling leaves OpenVINO out
+    assert ("openvino", "fp32") in registry.candidates()  # the pooling leaves it out
 
 
 @pytest.mark.parametrize("rows", [pytest.param(300, id="300-rows"),
@@ -76,13 +76,13 @@ def test_the_packaged_model_on_the_exact_runtimes_over_the_sample(rows):
 
 def test_openvino_compiles_at_the_f32_hint_with_a_bounded_shape_cache(monkeypatch):
     """Exact fp32 needs the f32 hint (the CPU plugin's default is bf16 on CPUs that have it);
-    the cache of kernels per input shape is held to OPENVINO_SHAPE_CACHE entries, else a
+    the cache of kernels per input shape is held to SHAPE_CACHE entries, else a
     service fed batches of every shape grows without end (issue 56). The compiled model
     reports its precision, not its cache's size: that is read from the settings it was given
     (the real plugin accepts them: an unknown key would raise here)."""
     import openvino
 
-    from sentray.encode import runtimes
+    from sentray.encode.runtimes import openvino_runtime
     from sentray.precision import int8_products
 
     given = []
@@ -95,18 +95,18 @@ def test_openvino_compiles_at_the_f32_hint_with_a_bounded_shape_cache(monkeypatc
 
     monkeypatch.setattr(openvino, "Core", Core)
     graph = int8_products.product_graph(np.eye(8, dtype=np.float32), False, 1.0)
-    compiled = runtimes.openvino_request(graph, "fp32", 1).get_compiled_model()
+    compiled = openvino_runtime.infer_request(graph, "fp32", 1).get_compiled_model()
     assert "float32" in str(compiled.get_property("INFERENCE_PRECISION_HINT"))
-    assert given[-1]["CPU_RUNTIME_CACHE_CAPACITY"] == runtimes.OPENVINO_SHAPE_CACHE
+    assert given[-1]["CPU_RUNTIME_CACHE_CAPACITY"] == openvino_runtime.SHAPE_CACHE
 
 
 def test_openvino_leaves_its_threads_unpinned_so_a_nodes_actors_use_every_core():
     """The CPU plugin pins its threads to the first cores by default on Linux, the same ones
     in every process: two 1-thread actors on a 2-core node shared one core (half the rows a
     second). The compiled model reports the setting it runs with."""
-    from sentray.encode import runtimes
+    from sentray.encode.runtimes import openvino_runtime
     from sentray.precision import int8_products
 
     graph = int8_products.product_graph(np.eye(8, dtype=np.float32), False, 1.0)
-    compiled = runtimes.openvino_request(graph, "fp32", 1).get_compiled_model()
+    compiled = openvino_runtime.infer_request(graph, "fp32", 1).get_compiled_model()
     assert compiled.get_property("ENABLE_CPU_PINNING") is False
