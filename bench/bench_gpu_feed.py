@@ -287,6 +287,38 @@ def nothing_slower(checkouts: dict[str, Path], corpus: Path, work: Path, cache: 
     return results
 
 
+def ray_section(corpus: Path, args, work: Path) -> dict:
+    """Section 2: the stand-in at each rate, and the cores per GPU from the 5,000 rows/s run."""
+    runs = []
+    for rate in map(float, args.rates.split(",")):
+        runs.append(ray_run(corpus, rate, args.batch_size, work))
+        print(f"stand-in at {rate:,.0f} rows/s: busy {runs[-1]['busy_fraction']:.3f}, "
+              f"{runs[-1]['rows_per_second']:,.0f} rows/s, CPU "
+              f"{runs[-1]['us_x_cores_per_row']} us x cores a row at steady state "
+              f"({runs[-1]['us_x_cores_per_row_whole_run']} over the whole run: Ray's "
+              "start and every process's imports included)", flush=True)
+    cost = next((r for r in runs if r["rate_rows_per_second"] == 5000), runs[0])
+    cores = {"from_us_x_cores_per_row": cost["us_x_cores_per_row"],
+             "cores": cores_per_gpu(cost["us_x_cores_per_row"])}
+    print("cores per GPU for >= 90% busy:", json.dumps(cores), flush=True)
+    return {"ray": runs, "cores_per_gpu_for_90_percent_busy": cores}
+
+
+def marginal_section(checkouts: dict[str, Path], corpora: tuple[Path, Path], work: Path,
+                     cache: str) -> list[dict]:
+    """Section 3: each checkout at its defaults, and this one with --tokenize own-stage."""
+    results = []
+    for name, code in checkouts.items():
+        for extra in [[]] if name == "before" else [[], ["--tokenize", "own-stage"]]:
+            flags = ["--pooling", "static_avg", "--in-process-rows", "0", *extra]
+            results.append({"code": name, **marginal(code, corpora, flags, work, cache)})
+            print(f"{name} {' '.join(flags)}: marginal "
+                  f"{results[-1]['marginal_us_x_cores_per_row']} us x cores a row "
+                  f"({results[-1]['first']['seconds']} s, {results[-1]['second']['seconds']} s)",
+                  flush=True)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -309,35 +341,11 @@ def main() -> None:
             print("stage costs, one thread, us x cores per row:",
                   json.dumps(record["stages"]["us_x_cores_per_row"]), flush=True)
         if "ray" not in skip:
-            runs = []
-            for rate in map(float, args.rates.split(",")):
-                runs.append(ray_run(corpora[0], rate, args.batch_size, work))
-                print(f"stand-in at {rate:,.0f} rows/s: busy {runs[-1]['busy_fraction']:.3f}, "
-                      f"{runs[-1]['rows_per_second']:,.0f} rows/s, CPU "
-                      f"{runs[-1]['us_x_cores_per_row']} us x cores a row at steady state "
-                      f"({runs[-1]['us_x_cores_per_row_whole_run']} over the whole run: Ray's "
-                      "start and every process's imports included)", flush=True)
-            record["ray"] = runs
-            cost = next((r for r in runs if r["rate_rows_per_second"] == 5000), runs[0])
-            record["cores_per_gpu_for_90_percent_busy"] = {
-                "from_us_x_cores_per_row": cost["us_x_cores_per_row"],
-                "cores": cores_per_gpu(cost["us_x_cores_per_row"])}
-            print("cores per GPU for >= 90% busy:",
-                  json.dumps(record["cores_per_gpu_for_90_percent_busy"]), flush=True)
+            record.update(ray_section(corpora[0], args, work))
         with tempfile.TemporaryDirectory(prefix="bench-gpu-feed-cache-") as cache:
             checkouts = {"before": args.before, "after": ROOT} if args.before else {"after": ROOT}
             if "marginal" not in skip:
-                record["marginal"] = []
-                for name, code in checkouts.items():
-                    variants = [[]] if name == "before" else [[], ["--tokenize", "own-stage"]]
-                    for extra in variants:
-                        flags = ["--pooling", "static_avg", "--in-process-rows", "0", *extra]
-                        result = {"code": name, **marginal(code, corpora, flags, work, cache)}
-                        record["marginal"].append(result)
-                        print(f"{name} {' '.join(flags)}: marginal "
-                              f"{result['marginal_us_x_cores_per_row']} us x cores a row "
-                              f"({result['first']['seconds']} s, {result['second']['seconds']} s)",
-                              flush=True)
+                record["marginal"] = marginal_section(checkouts, corpora, work, cache)
             if "slower" not in skip and args.before:
                 ten = work / "brown-10k.txt"
                 ten.write_text("\n".join(args.brown.read_text(encoding="utf-8").splitlines()

@@ -1,5 +1,8 @@
 """The bulk embedding job behind `jobs/embed.py` (a corpus in, one stored vector per row out):
-its config (`config`), the Ray Data callable class that embeds a block of rows (`actor`), and
+its config (`config`), a row's three stages: its status and the token ids of its windows
+(`tokenizing`, a CPU stage), the encoder actor that runs the model on them and the one actor of a
+CPU pool that runs all three (`actor`), its vector as stored in the output's columns
+(`storing`); and
 the job on the corpus-job driver with its settings, summary and the code book of int8/uint8
 outputs (`job`); the stored vector's truncation, normalization and quantization (`vectors`),
 long texts cut into windows (`windows`), the output folder and how it is read and written

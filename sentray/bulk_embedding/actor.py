@@ -95,15 +95,16 @@ class EncodeTokens:
         self.torch = torch
         self.dimension = spec.plan.dimension
         self.dedupe_cache_rows = spec.vector.dedupe_cache_rows
+        self.encoder = None  # the plan's `SentenceEncoder` (none beside a stand-in)
         if spec.stand_in is not None:
             self.forward, self.device = spec.stand_in, torch.device("cpu")
             pad_id = 0
         else:
             from sentray.encode.encoder import SentenceEncoder
 
-            encoder = SentenceEncoder(spec.plan)
-            self.forward, self.device = encoder.embed_tokens, encoder.device
-            pad_id = encoder.tokenizer.pad_token_id or 0
+            self.encoder = SentenceEncoder(spec.plan)
+            self.forward, self.device = self.encoder.embed_tokens, self.encoder.device
+            pad_id = self.encoder.tokenizer.pad_token_id or 0
         self.batches = TokenBatches(pad_id, spec.plan.batch_size, spec.plan.max_tokens_per_batch)
         self.cache: OrderedDict[bytes, np.ndarray] = OrderedDict()  # key -> pooled (D,)
         self.clock.ready()
@@ -200,6 +201,7 @@ class EmbedBatch:
         self.encode = EncodeTokens(spec)
         self.store = StoreVectors(spec.store())
         self.vector, self.clock = spec.vector, self.encode.clock
+        self.encoder = self.encode.encoder
 
     @property
     def cache(self) -> OrderedDict[bytes, np.ndarray]:
