@@ -7,6 +7,7 @@ those and the reported seconds."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -234,16 +235,18 @@ def test_markdown_shows_a_failed_step(tmp_path):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_dry_run_feed_step_measures_the_job_against_the_forward(tmp_path):
+def test_dry_run_feed_step_measures_the_job_against_the_forward(ray_cluster, tmp_path):
     """Step 5 alone (`--only feed`), as bench/gpu_check.sh runs it: the job on its Ray path with
     tokenizing in a stage of its own puts out every row, and busy is its steady rate over the
-    forward-only rate on the same rows."""
+    forward-only rate on the same rows. The job joins the session's cluster ($RAY_ADDRESS, as
+    `ray job submit` sets it) rather than starting one."""
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus)
     out = tmp_path / "out"
     result = subprocess.run([*GPU_CHECK, "--dry-run", "--only", "feed", "--out", str(out),
                              "--corpus", str(corpus), "--feed-rows", "30"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+                            cwd=ROOT, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "RAY_ADDRESS": ray_cluster.address})
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())
     steps = report["steps"]
@@ -254,6 +257,7 @@ def test_dry_run_feed_step_measures_the_job_against_the_forward(tmp_path):
     assert rows[:18] == CORPUS_SENTENCES and rows[18] == " ".join(CORPUS_SENTENCES[:2])
     assert "own-stage" in feed["job_flags"]
     assert feed["forward_rows_per_s"] == pytest.approx(30 / feed["forward_seconds"], rel=1e-3)
+    # the record's rates are rounded to 0.1 rows/s, a few rows/s here: 1% of rounding
     assert feed["busy_fraction"] == pytest.approx(
-        feed["job_steady_rows_per_s"] / feed["forward_rows_per_s"], rel=1e-3)
+        feed["job_steady_rows_per_s"] / feed["forward_rows_per_s"], rel=1e-2)
     assert "**Feeding the GPU**" in (out / "gpu_check.md").read_text()

@@ -6,8 +6,9 @@
     StoreVectors (CPU)   pooled -> stored vectors in the output's columns
                          (sentray.bulk_embedding.storing)
 
-On a GPU pool (or `--tokenize own-stage`) each is its own Ray Data step: tokenizing and storing
-run in Ray tasks on the nodes' CPUs, and the actor that holds a GPU only receives token ids,
+On a GPU pool (or `--tokenize own-stage`) each is its own Ray Data step: tokenizing in an
+autoscaling pool of CPU actors, storing in the write tasks, and the actor that holds a GPU only
+receives token ids,
 moves them to the device (the next batch's copy made while the last one computes) and runs the
 model. On a CPU pool and in the job's own process one actor, `EmbedBatch`, runs the three in
 turn: a hand-off between processes would only add work there.

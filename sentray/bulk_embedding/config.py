@@ -93,9 +93,9 @@ class EmbedConfig:
     # what the machines cost an hour (any currency): the summary then gives this run's cost
     # per million rows and per million tokens
     price_per_hour: float | None = None
-    # where rows are tokenized on Ray: own-stage (Ray tasks on the nodes' CPUs, ahead of the
-    # encoder actors, which then only run the model), in-actor (in each encoder actor), auto
-    # (own-stage when the actors have GPUs)
+    # where rows are tokenized on Ray: own-stage (a pool of CPU actors ahead of the encoder
+    # actors, which then only run the model), in-actor (in each encoder actor), auto (own-stage
+    # when the actors have GPUs)
     tokenize: Tokenize = "auto"
 
     def __post_init__(self) -> None:

@@ -251,8 +251,9 @@ class EmbedJob(corpus_job.CorpusJob):
     stand_in: Forward | None = None  # benches and tests: a GPU of known speed (`EmbedSpec`)
 
     def actor(self) -> ActorPlan[EmbedSpec]:
-        """On a GPU pool (`--tokenize`): tokenizing and storing in Ray tasks of their own, around
-        `EncodeTokens` actors that only run the model; else the three in `EmbedBatch`."""
+        """On a GPU pool (`--tokenize`): tokenizing in CPU actors of its own and storing in the
+        write tasks, around `EncodeTokens` actors that only run the model; else the three in
+        `EmbedBatch`."""
         spec = EmbedSpec(self.plan, self.config.vector, self.ranges, self.metadata,
                          stand_in=self.stand_in)
         if not self.config.tokenizer_stage:

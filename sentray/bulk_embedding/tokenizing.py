@@ -1,6 +1,6 @@
 """`TokenizeRows`, the embedding job's first stage: the reader's records -> each row's status and
-the token ids of its windows, with no model. On a GPU pool it runs in Ray tasks on the nodes'
-CPUs, ahead of the encoder actors (`sentray.bulk_embedding.actor`), so that the actor that holds
+the token ids of its windows, with no model. On a GPU pool it runs in CPU actors of its own,
+ahead of the encoder actors (`sentray.bulk_embedding.actor`), so that the actor that holds
 a GPU only moves tensors and runs the model; in the job's own process and on a CPU pool it runs
 inside the one actor.
 

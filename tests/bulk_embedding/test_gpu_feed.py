@@ -34,19 +34,30 @@ def output_rows(folder: Path):
     return pads.dataset(folder, format="parquet").to_table().sort_by("row")
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_own_stage_layout_gives_the_one_actor_rows(ray_cluster, tiny_model_dir, corpus, tmp_path):
+@pytest.fixture(scope="module")
+def one_actor_rows(ray_cluster, tiny_model_dir, corpus, tmp_path_factory):
+    """The job's rows on Ray with the three stages in one actor (`--tokenize in-actor`)."""
     from sentray.cli import job_entry_points
 
     _, main = job_entry_points("embed")
-    tables = {}
-    for layout in ("in-actor", "own-stage"):
-        summary = main(["--input", str(corpus), "--output", str(tmp_path / layout), *FLAGS,
-                        "--model", str(tiny_model_dir), "--tokenize", layout])
-        assert summary["rows_in"] == summary["rows_out"] == ROWS
-        tables[layout] = output_rows(tmp_path / layout)
-    one, apart = tables["in-actor"], tables["own-stage"]
+    output = tmp_path_factory.mktemp("feed-out") / "in-actor"
+    summary = main(["--input", str(corpus), "--output", str(output), *FLAGS,
+                    "--model", str(tiny_model_dir), "--tokenize", "in-actor"])
+    assert summary["rows_in"] == summary["rows_out"] == ROWS
+    return output_rows(output)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_own_stage_layout_gives_the_one_actor_rows(one_actor_rows, tiny_model_dir, corpus,
+                                                   tmp_path):
+    from sentray.cli import job_entry_points
+
+    _, main = job_entry_points("embed")
+    summary = main(["--input", str(corpus), "--output", str(tmp_path / "own"), *FLAGS,
+                    "--model", str(tiny_model_dir), "--tokenize", "own-stage"])
+    assert summary["rows_in"] == summary["rows_out"] == ROWS
+    one, apart = one_actor_rows, output_rows(tmp_path / "own")
     for column in ("id", "status", "row", "source"):
         assert apart.column(column).equals(one.column(column)), column
     # the same blocks, windows and batches through the same kernels in other processes
@@ -58,15 +69,13 @@ def test_own_stage_layout_gives_the_one_actor_rows(ray_cluster, tiny_model_dir, 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_stand_in_gpu_puts_each_row_out_once_with_the_real_ids(ray_cluster, tiny_model_dir,
+def test_a_stand_in_gpu_puts_each_row_out_once_with_the_real_ids(one_actor_rows, tiny_model_dir,
                                                                  corpus, tmp_path):
     from sentray.bulk_embedding.job import run_embedding
     from sentray.cli import job_entry_points
 
-    parse_config, main = job_entry_points("embed")
-    main(["--input", str(corpus), "--output", str(tmp_path / "real"), *FLAGS,
-          "--model", str(tiny_model_dir)])
-    real = output_rows(tmp_path / "real")
+    parse_config, _ = job_entry_points("embed")
+    real = one_actor_rows
     log = tmp_path / "gpu.jsonl"
     config, _ = parse_config(["--input", str(corpus), "--output", str(tmp_path / "stand-in"),
                               *FLAGS, "--model", str(tiny_model_dir), "--tokenize", "own-stage"])
