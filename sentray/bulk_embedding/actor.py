@@ -9,8 +9,8 @@
 On a GPU pool (or `--tokenize own-stage`) each is its own Ray Data step: tokenizing in an
 autoscaling pool of CPU actors, storing in the write tasks, and the actor that holds a GPU only
 receives token ids, moves them to the device (the next batch's copy made while the last one
-computes) and runs the model. On a CPU pool and in the job's own process one actor, `EmbedBatch`, runs the three in
-turn: a hand-off between processes would only add work there.
+computes) and runs the model. On a CPU pool and in the job's own process one actor,
+`EmbedBatch`, runs the three in turn: a hand-off between processes would only add work there.
 
 Every row gets a `status`:
 
