@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -38,6 +39,10 @@ def run_serve(config: ServeConfig) -> None:
         raise FileNotFoundError(f"no index at {uri}: build it with `sentray index "
                                 f"{config.output}` (or pass --index-uri TABLE.lance)")
     check_port_free(config.host, config.port)
+    if not sys.stderr.isatty():
+        # Ray colours the "(ServeReplica ...)" prefix of the replica's lines it prints here;
+        # in a file those codes are noise (read by Ray at each line it prints)
+        os.environ["RAY_COLOR_PREFIX"] = "0"
     started_ray = init_ray(config.address, num_cpus=local_cpus(config.replicas.maximum,
                                                                  config.cpus_per_replica))
     handlers, stdout = _interrupt_on_signals(), sys.stdout
