@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from served_output import indexed_output
+from served_output import asgi, indexed_output
 
 from sentray.serve.search_requests import Limits
 
@@ -22,23 +22,6 @@ from sentray.serve.search_requests import Limits
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory, tiny_model_dir, brown_corpus) -> Path:
     return indexed_output(tmp_path_factory.mktemp("served"), tiny_model_dir, brown_corpus)
-
-
-def asgi(service):
-    """The service as an ASGI app: each HTTP request to `SearchService.__call__`, as Ray
-    Serve's proxy hands it over."""
-    from starlette.requests import Request
-
-    async def app(scope, receive, send):
-        if scope["type"] == "lifespan":  # the test client's start and end: nothing to do
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        response = await service(Request(scope, receive))
-        await response(scope, receive, send)
-
-    return app
 
 
 def make_service(indexed: Path, **changes):
