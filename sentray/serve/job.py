@@ -28,6 +28,11 @@ APPLICATION = "sentray-search"
 # Replicas the autoscaler aims at per request in flight: a replica batches what it is sent, so
 # it takes a few at once before another one helps
 TARGET_ONGOING_REQUESTS = 8
+# How often Serve's controller asks each replica whether it lives: a replica killed under load
+# is replaced only once a check fails. At Serve's default (10 s) the service answered again
+# 15.1 s after a SIGKILL and the 16 requests waiting meanwhile got a 408 from the proxy
+# (bench/bench_serve_kill.py, issue 67); the check is a no-op call on the replica's loop.
+HEALTH_CHECK_PERIOD_S = 2.0
 # What Ray 2.60's RAY_SERVE_THROUGHPUT_OPTIMIZED sets, less direct ingress (which listens on
 # ports of its own, not --port): the replica runs our handler on its own event loop and the
 # proxy its router on its own, instead of each on a thread beside it. Issue 67 (AMD EPYC, 2
@@ -102,6 +107,7 @@ def start_service(config: ServeConfig) -> str:
     deployment = serve.deployment(
         SearchService, name="SearchService", max_queued_requests=config.max_queued_requests,
         max_ongoing_requests=2 * config.max_batch_size,
+        health_check_period_s=HEALTH_CHECK_PERIOD_S,
         ray_actor_options={"num_cpus": config.cpus_per_replica,
                            "runtime_env": {"env_vars": dict(SERVE_LOOPS_ENV)}},
         # our one line a request (service.py), not Serve's own access log beside it

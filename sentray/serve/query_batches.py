@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -34,12 +35,14 @@ class QueryBatches(Generic[T, R]):
     """`await batches.submit(item)` -> `Batched(run(batch)[i], ...)` for the batch `item` ran
     in.
 
-    run: items -> one result per item, in order; called in a worker thread, one batch at a
-    time. A submission cancelled while it waits (its request timed out) is left out of its
+    run: items -> one result per item, in order; called in a worker thread (of `executor`),
+    one batch at a time. A submission cancelled while it waits (its request timed out) is left out of its
     batch."""
 
-    def __init__(self, run: Callable[[list[T]], Sequence[R]], max_batch_size: int) -> None:
+    def __init__(self, run: Callable[[list[T]], Sequence[R]], max_batch_size: int,
+                 executor: Executor | None = None) -> None:
         self.run, self.max_batch_size = run, max_batch_size
+        self.executor = executor  # where `run` runs (None: asyncio's default threads)
         self.pending: list[tuple[T, asyncio.Future, float]] = []  # item, answer, when sent
         self.running = False
         self.sizes: list[int] = []  # each batch's size, for tests and the curious
@@ -67,7 +70,8 @@ class QueryBatches(Generic[T, R]):
         self.sizes.append(len(batch))
         started = time.perf_counter()
         try:
-            results = await asyncio.to_thread(self.run, [item for item, _, _ in batch])
+            results = await asyncio.get_running_loop().run_in_executor(
+                self.executor, self.run, [item for item, _, _ in batch])
         except Exception as exc:  # every search of the batch fails with it
             for _, future, _ in batch:
                 if not future.done():
