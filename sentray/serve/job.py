@@ -35,10 +35,10 @@ TARGET_ONGOING_REQUESTS = 8
 HEALTH_CHECK_PERIOD_S = 2.0
 # What Ray 2.60's RAY_SERVE_THROUGHPUT_OPTIMIZED sets, less direct ingress (which listens on
 # ports of its own, not --port): the replica runs our handler on its own event loop and the
-# proxy its router on its own, instead of each on a thread beside it. Issue 67 (AMD EPYC, 2
-# CPUs, 50,000 rows): 16 clients 101 -> 120 q/s, one client's p50 19.1 -> 17.3 ms
-# (bench/results/serve-67-*.json). The replica's is set in its runtime env (any cluster); the
-# proxy's reaches it only on a cluster this job starts.
+# proxy its router on its own, instead of each on a thread beside it (issue 67, AMD EPYC, 2
+# CPUs, 50,000 rows: bench/results/serve-67-loops-*.json). A value in this job's environment
+# wins; the replica gets it in its runtime env (any cluster), the proxy only on a cluster this
+# job starts.
 SERVE_LOOPS_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
                    "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
 
@@ -109,7 +109,9 @@ def start_service(config: ServeConfig) -> str:
         max_ongoing_requests=2 * config.max_batch_size,
         health_check_period_s=HEALTH_CHECK_PERIOD_S,
         ray_actor_options={"num_cpus": config.cpus_per_replica,
-                           "runtime_env": {"env_vars": dict(SERVE_LOOPS_ENV)}},
+                           "runtime_env": {"env_vars": {
+                               name: os.environ.get(name, value)
+                               for name, value in SERVE_LOOPS_ENV.items()}}},
         # our one line a request (service.py), not Serve's own access log beside it
         logging_config={"log_level": "INFO", "enable_access_log": False}, **scaling)
     serve.run(deployment.bind(spec), name=APPLICATION, route_prefix="/")

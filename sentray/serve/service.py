@@ -95,9 +95,9 @@ class SearchService:
         self.model = openai_api.ServedModel.of(self.index.description.settings)
         self.created = int(time.time())
         # One thread runs every encoder call, searches' batches and embedding requests in
-        # turn: the encoder's infer request is not thread-safe, and on asyncio's pool of
-        # threads the replica grew 31% in 10,000 queries (1,209 -> 1,589 MiB; each thread's
-        # own malloc arena and runtime caches; issue 67's first full bench run)
+        # turn: the encoder's infer request is not thread-safe (on asyncio's pool of threads
+        # the replica grew 31% in 10,000 queries, and on this one thread 30%: that growth is
+        # not the threads', docs/index-and-search.md)
         self.encoder_thread = ThreadPoolExecutor(1, thread_name_prefix="encoder")
         self.page = PAGE.read_text(encoding="utf-8")
         self.info = table_info(self.index, spec)
