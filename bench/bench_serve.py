@@ -241,7 +241,7 @@ def screenshot(url: str, query: str, path: Path) -> None:
         browser.quit()
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", type=Path, required=True, help="an indexed output")
     parser.add_argument("--index-uri", help="the table, if not OUTPUT/_index.lance")
@@ -261,7 +261,11 @@ def main() -> None:
     parser.add_argument("--flags", default="", help="more flags for jobs/serve.py")
     parser.add_argument("--record", type=Path)
     parser.add_argument("--screenshot", type=Path)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     queries = held_out(args.queries, set(), 2000, 0)
     flags = [*(["--index-uri", args.index_uri] if args.index_uri else []), *args.flags.split()]
     table = args.index_uri or str(args.output)
