@@ -35,11 +35,11 @@ TARGET_ONGOING_REQUESTS = 8
 HEALTH_CHECK_PERIOD_S = 2.0
 # What Ray 2.60's RAY_SERVE_THROUGHPUT_OPTIMIZED sets, less direct ingress (which listens on
 # ports of its own, not --port): the replica runs our handler on its own event loop and the
-# proxy its router on its own, instead of each on a thread beside it. Kept on two short runs
-# of bench/bench_serve.py by hand (issue 67, AMD EPYC, 2 CPUs, 50,000 rows; not recorded):
-# 16 clients 101 -> 120 q/s, one client's p50 19.1 -> 17.3 ms. A value in this job's
-# environment wins; the replica gets it in its runtime env (any cluster), the proxy only on a
-# cluster this job starts.
+# proxy its router on its own, instead of each on a thread beside it. Issue 67 (AMD EPYC, 2
+# CPUs, 50,000 rows, back to back: bench/results/serve-67-loops-*.json): 32 clients 79.1 ->
+# 109.8 q/s; 16 clients 103.4 -> 107.1 and one client's p50 20.2 -> 20.4 ms, within the noise.
+# A value in this job's environment wins; the replica gets it in its runtime env (any
+# cluster), the proxy only on a cluster this job starts.
 SERVE_LOOPS_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
                    "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
 
