@@ -49,6 +49,11 @@ class QueryEncoder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(N, width) vectors in the output's dtype; a text with nothing to embed (empty) gets
         a zero row."""
+        return self.encode_counted(texts)[0]
+
+    def encode_counted(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:
+        """`encode`'s vectors, and the tokens each text was encoded as (special tokens
+        included, as the job counts them; a repeated text's copies count 0)."""
         n = len(texts)
         table = self.actor(pa.table({
             "id": [str(i) for i in range(n)], "text": list(texts), "read_error": [None] * n,
@@ -56,7 +61,8 @@ class QueryEncoder:
         column = table.column("embedding")
         width = column.type.list_size
         rows = [np.zeros(width) if v is None else v for v in column.to_pylist()]
-        return np.asarray(rows, dtype=column.type.value_type.to_pandas_dtype())
+        return (np.asarray(rows, dtype=column.type.value_type.to_pandas_dtype()),
+                table.column("_tokens").to_pylist())
 
 
 def query_plan(description: EmbeddingDescription, location: storage.Location,

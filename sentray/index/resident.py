@@ -1,11 +1,14 @@
 """`ResidentVectors`: a float table's vectors held in memory and searched exactly, one matrix
-product for a batch of queries, the hits' other columns then taken from the table by position.
+product for a batch of queries, the hits' other columns (id, source, row, text) held in memory
+beside them (an Arrow table: its texts in one buffer) and taken by position.
 
 Why: below a few hundred thousand rows that product costs less than the ANN index's search, and
 its recall is 1. Measured for issue 56 (AMD EPYC, 2 CPUs, 384-d, batches of 16 queries, CPU time
 a query; bench/bench_search_modes.py, bench/results/search-modes-*.json): 50,000 rows 2.6 ms
 exact in memory against 6.4 ms for Lance's IVF_HNSW_SQ search; 1,000,000 rows 43 ms exact
-against 18.9 ms at 41 of 244 partitions (docs/index-and-search.md).
+against 18.9 ms at 41 of 244 partitions (docs/index-and-search.md). Taking a hit's columns
+from the Lance table cost 1.8 ms for one query's 10 hits and 4.6 ms for 16 queries' (issue 67,
+the same machine, one thread): a third of a lone query's search; from memory, a few µs.
 
 `search_mode` is the rule behind --search-mode: `memory` holds the vectors, `table` searches the
 table (its ANN index, or Lance's exact scan), `auto` holds them when their float32 copy takes at
@@ -50,34 +53,44 @@ class ResidentVectors:
     """The vectors of `dataset` (a Lance dataset at one version) held as unit float32 rows.
 
     nearest(queries (Q, D), k) -> per query, its k rows nearest by cosine, nearest first
-    (equal scores: the earlier row first), each a dict of `columns` and "score" (cosine)."""
+    (equal scores: the earlier row first), each a dict of `columns` and "score" (cosine):
+    `rank` (the product) then `hits` (the columns), which a caller may time apart."""
 
     def __init__(self, dataset, columns: list[str]) -> None:
-        self.dataset, self.columns = dataset, columns
-        vectors = dataset.to_table(columns=[VECTOR_COLUMN]).column(VECTOR_COLUMN)
-        vectors = vectors.combine_chunks()
+        self.columns = columns
+        table = dataset.to_table(columns=[VECTOR_COLUMN, *columns])
+        vectors = table.column(VECTOR_COLUMN).combine_chunks()
         matrix = vectors.flatten().to_numpy(zero_copy_only=False)
         self.matrix = unit_rows(matrix.reshape(len(vectors), vectors.type.list_size)
                                .astype(np.float32))
+        self.held = table.select(columns).combine_chunks()  # the hits' columns, by position
 
     @property
     def rows(self) -> int:
         return len(self.matrix)
 
     def nearest(self, queries: np.ndarray, k: int) -> list[list[dict]]:
+        return self.hits(self.rank(queries, k))
+
+    def rank(self, queries: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query (Q, D), the positions of its k nearest rows and their cosines."""
         queries = unit_rows(np.asarray(queries, dtype=np.float32).reshape(len(queries), -1))
         k = min(k, self.rows)
-        if k == 0:
-            return [[] for _ in queries]
         ranked: list[tuple[np.ndarray, np.ndarray]] = []  # per query: positions, scores
+        if k == 0:
+            return [(np.zeros(0, np.int64), np.zeros(0, np.float32)) for _ in queries]
         for start in range(0, len(queries), QUERIES_PER_PRODUCT):
             scores = queries[start:start + QUERIES_PER_PRODUCT] @ self.matrix.T  # (q, rows)
             tops = np.argpartition(-scores, k - 1, axis=1)[:, :k]
             for row, top in zip(scores, tops, strict=True):
                 order = top[np.lexsort((top, -row[top]))]
                 ranked.append((order, row[order]))
+        return ranked
+
+    def hits(self, ranked: list[tuple[np.ndarray, np.ndarray]]) -> list[list[dict]]:
+        """The rows `rank` found, as dicts of `columns` and "score"."""
         positions = sorted({int(p) for order, _ in ranked for p in order})
-        taken = self.dataset.take(positions, columns=self.columns).to_pylist()
+        taken = self.held.take(positions).to_pylist()
         by_position = dict(zip(positions, taken, strict=True))
         return [[{**by_position[int(p)], "score": float(s)} for p, s in zip(*found, strict=True)]
                 for found in ranked]

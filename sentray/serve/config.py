@@ -44,8 +44,9 @@ class ServeConfig:
     # the address the service listens on: 127.0.0.1 (this machine only) unless named
     host: str = LOOPBACK
     port: int = 8000  # the TCP port it listens on
-    # every request must carry it (header `Authorization: Bearer TOKEN`, or `?token=TOKEN`),
-    # else 401; default: $SENTRAY_SERVE_TOKEN, else no token
+    # every request but /healthz must carry it (header `Authorization: Bearer TOKEN`, the
+    # OpenAI client's api_key, or `?token=TOKEN`), else 401; default: $SENTRAY_SERVE_TOKEN,
+    # else no token
     token: str | None = None
     # replicas answering queries: N, or MIN-MAX to autoscale on the requests in flight
     replicas: ReplicaCount = field(default_factory=lambda: ReplicaCount(1, 1))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -27,6 +28,20 @@ APPLICATION = "sentray-search"
 # Replicas the autoscaler aims at per request in flight: a replica batches what it is sent, so
 # it takes a few at once before another one helps
 TARGET_ONGOING_REQUESTS = 8
+# How often Serve's controller asks each replica whether it lives: a replica killed under load
+# is replaced only once a check fails. At Serve's default (10 s) the service answered again
+# 15.1 s after a SIGKILL and the 16 requests waiting meanwhile got a 408 from the proxy
+# (bench/bench_serve_kill.py, issue 67); the check is a no-op call on the replica's loop.
+HEALTH_CHECK_PERIOD_S = 2.0
+# What Ray 2.60's RAY_SERVE_THROUGHPUT_OPTIMIZED sets, less direct ingress (which listens on
+# ports of its own, not --port): the replica runs our handler on its own event loop and the
+# proxy its router on its own, instead of each on a thread beside it. Issue 67 (AMD EPYC, 2
+# CPUs, 50,000 rows, back to back: bench/results/serve-67-loops-*.json): 32 clients 79.1 ->
+# 109.8 q/s; 16 clients 103.4 -> 107.1 and one client's p50 20.2 -> 20.4 ms, within the noise.
+# A value in this job's environment wins; the replica gets it in its runtime env (any
+# cluster), the proxy only on a cluster this job starts.
+SERVE_LOOPS_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+                   "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
 
 
 def run_serve(config: ServeConfig) -> None:
@@ -38,6 +53,12 @@ def run_serve(config: ServeConfig) -> None:
         raise FileNotFoundError(f"no index at {uri}: build it with `sentray index "
                                 f"{config.embeddings}` (or pass --index-uri TABLE.lance)")
     check_port_free(config.host, config.port)
+    if not sys.stderr.isatty():
+        # Ray colours the "(ServeReplica ...)" prefix of the replica's lines it prints here;
+        # in a file those codes are noise (read by Ray at each line it prints)
+        os.environ["RAY_COLOR_PREFIX"] = "0"
+    for name, value in SERVE_LOOPS_ENV.items():  # a local cluster's proxy inherits them
+        os.environ.setdefault(name, value)
     started_ray = init_ray(config.address, num_cpus=local_cpus(config.replicas.maximum,
                                                                  config.cpus_per_replica))
     handlers, stdout = _interrupt_on_signals(), sys.stdout
@@ -87,7 +108,11 @@ def start_service(config: ServeConfig) -> str:
     deployment = serve.deployment(
         SearchService, name="SearchService", max_queued_requests=config.max_queued_requests,
         max_ongoing_requests=2 * config.max_batch_size,
-        ray_actor_options={"num_cpus": config.cpus_per_replica},
+        health_check_period_s=HEALTH_CHECK_PERIOD_S,
+        ray_actor_options={"num_cpus": config.cpus_per_replica,
+                           "runtime_env": {"env_vars": {
+                               name: os.environ.get(name, value)
+                               for name, value in SERVE_LOOPS_ENV.items()}}},
         # our one line a request (service.py), not Serve's own access log beside it
         logging_config={"log_level": "INFO", "enable_access_log": False}, **scaling)
     serve.run(deployment.bind(spec), name=APPLICATION, route_prefix="/")

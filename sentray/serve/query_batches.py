@@ -11,29 +11,45 @@ this service (issue 56, 16 clients, a 1 ms wait): batches of one query, each beh
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-class QueryBatches(Generic[T, R]):
-    """`await batches.submit(item)` -> `run(batch)[i]` for the batch `item` ran in.
+@dataclass(frozen=True)
+class Batched(Generic[R]):
+    """What `submit` answers: the item's result, how long it waited for its batch to start
+    (seconds), and that batch's size."""
 
-    run: items -> one result per item, in order; called in a worker thread, one batch at a
-    time. A submission cancelled while it waits (its request timed out) is left out of its
+    result: R
+    waited_s: float
+    batch_size: int
+
+
+class QueryBatches(Generic[T, R]):
+    """`await batches.submit(item)` -> `Batched(run(batch)[i], ...)` for the batch `item` ran
+    in.
+
+    run: items -> one result per item, in order; called in a worker thread (of `executor`),
+    one batch at a time. A submission cancelled while it waits (its request timed out) is left out of its
     batch."""
 
-    def __init__(self, run: Callable[[list[T]], Sequence[R]], max_batch_size: int) -> None:
+    def __init__(self, run: Callable[[list[T]], Sequence[R]], max_batch_size: int,
+                 executor: Executor | None = None) -> None:
         self.run, self.max_batch_size = run, max_batch_size
-        self.pending: list[tuple[T, asyncio.Future]] = []
+        self.executor = executor  # where `run` runs (None: asyncio's default threads)
+        self.pending: list[tuple[T, asyncio.Future, float]] = []  # item, answer, when sent
         self.running = False
         self.sizes: list[int] = []  # each batch's size, for tests and the curious
 
-    async def submit(self, item: T) -> R:
+    async def submit(self, item: T) -> Batched[R]:
         future = asyncio.get_running_loop().create_future()
-        self.pending.append((item, future))
+        self.pending.append((item, future, time.perf_counter()))
         if not self.running:
             self.running = True
             asyncio.get_running_loop().create_task(self._drain())
@@ -42,23 +58,25 @@ class QueryBatches(Generic[T, R]):
     async def _drain(self) -> None:
         try:
             while self.pending:
-                batch = [(i, f) for i, f in self.pending[:self.max_batch_size]
-                         if not f.cancelled()]
+                batch = [entry for entry in self.pending[:self.max_batch_size]
+                         if not entry[1].cancelled()]
                 self.pending = self.pending[self.max_batch_size:]
                 if batch:
-                    await self._run_one([i for i, _ in batch], [f for _, f in batch])
+                    await self._run_one(batch)
         finally:
             self.running = False
 
-    async def _run_one(self, items: list[T], futures: list[asyncio.Future]) -> None:
-        self.sizes.append(len(items))
+    async def _run_one(self, batch: list[tuple[T, asyncio.Future, float]]) -> None:
+        self.sizes.append(len(batch))
+        started = time.perf_counter()
         try:
-            results = await asyncio.to_thread(self.run, items)
+            results = await asyncio.get_running_loop().run_in_executor(
+                self.executor, self.run, [item for item, _, _ in batch])
         except Exception as exc:  # every search of the batch fails with it
-            for future in futures:
+            for _, future, _ in batch:
                 if not future.done():
                     future.set_exception(exc)
             return
-        for future, result in zip(futures, results, strict=True):
+        for (_, future, sent), result in zip(batch, results, strict=True):
             if not future.done():
-                future.set_result(result)
+                future.set_result(Batched(result, started - sent, len(batch)))

@@ -4,6 +4,11 @@ one-line reason the 400 carries. Pure: no Ray, no table.
 
     {"query": "a dog in the park", "k": 10}
     {"queries": ["a dog in the park", "the city budget"], "k": 5}
+    {"query": "a dog in the park", "full_text": true}
+
+A hit's text is cut at TEXT_CHARS characters unless the request asks for `"full_text": true`
+(a table may hold texts of any length: 64 queries x k=100 of whole texts came back as 1.25 MB,
+and one 300,000-character row would be 300 kB of every answer that finds it).
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-FIELDS = ("query", "queries", "k")
+FIELDS = ("query", "queries", "k", "full_text")
 DEFAULT_K = 10
+TEXT_CHARS = 1_000  # a hit's text is cut here unless the request asks for its full text
 
 
 class BadRequest(ValueError):
@@ -31,6 +37,7 @@ class SearchRequest:
     queries: tuple[str, ...]
     k: int
     many: bool  # sent as "queries" (answered with one result per query) rather than "query"
+    full_text: bool = False  # whole texts, not cut at TEXT_CHARS
 
 
 def parse_search(body: bytes, limits: Limits) -> SearchRequest:
@@ -59,10 +66,35 @@ def parse_search(body: bytes, limits: Limits) -> SearchRequest:
     for number, query in enumerate(queries, 1):
         name = f"query number {number}" if many else "the query"
         if not isinstance(query, str):
-            raise BadRequest(f"{name} is {type(query).__name__}, not a text")
+            raise BadRequest(f"{name} is {json_type(query)}, not a text")
         if not query.strip():
             raise BadRequest(f"{name} is empty: give the text to search for")
     k = values.get("k", DEFAULT_K)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= limits.max_k:
-        raise BadRequest(f"k must be a whole number from 1 to {limits.max_k}, got {k!r}")
-    return SearchRequest(tuple(queries), k, many)
+        raise BadRequest(f"k must be a whole number from 1 to {limits.max_k}, got "
+                         f"{json.dumps(k)}")
+    full_text = values.get("full_text", False)
+    if not isinstance(full_text, bool):
+        raise BadRequest(f'"full_text" must be true or false, got {json.dumps(full_text)}')
+    return SearchRequest(tuple(queries), k, many, full_text)
+
+
+def json_type(value: object) -> str:
+    """What a JSON value is, in JSON's words (a reason never names a Python type)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def bounded_text(hit: dict, full_text: bool) -> dict:
+    """The hit with its text cut at TEXT_CHARS characters (marked "…", with `text_length`, the
+    whole text's length, and `text_truncated`), unless `full_text`."""
+    text = hit.get("text")
+    if full_text or text is None or len(text) <= TEXT_CHARS:
+        return hit
+    return {**hit, "text": text[:TEXT_CHARS] + "…", "text_truncated": True,
+            "text_length": len(text)}

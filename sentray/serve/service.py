@@ -2,36 +2,57 @@
 and builds its query encoder once (`VectorIndex`: the encoder the search command builds, from
 what the table records), then answers
 
-    GET  /          the search page (page.html beside this module)
-    GET  /healthz   {"status": "ok"}
-    GET  /info      the model, pooling, rows and index type the table holds
-    POST /search    {"query": "...", "k": 10} or {"queries": [...], "k": 10} -> the hits
+    GET  /               the search page (page.html beside this module)
+    GET  /healthz        {"status": "ok"}: without the token (a load balancer's probe has none)
+    GET  /info           the model, pooling, rows and index type the table holds
+    POST /search         {"query": "...", "k": 10} or {"queries": [...], "k": 10} -> the hits
+    POST /v1/embeddings  OpenAI's embeddings API (`openai_api`): the embedding job's vectors
+    GET  /v1/models      the one model, as OpenAI's API lists models
 
-Concurrent queries are encoded and searched together (`query_batches`: what queued while the
-last batch ran), in a thread, so the replica's event loop keeps taking requests while a batch
-runs. A bad request gets a 400 with a
-one-line reason (`search_requests`), a missing or wrong token a 401, a search not answered
-within --request-timeout-s a 503 (Ray Serve itself answers 503 past --max-queued-requests).
-Each request is logged in one line: method, path, status, latency."""
+(HEAD too wherever GET is answered). Concurrent queries are encoded and searched together
+(`query_batches`: what queued while the last batch ran), in a thread, so the replica's event
+loop keeps taking requests while a batch runs; the encoder runs one call at a time, on one
+thread of its own (its infer request is not thread-safe), searches' batches and embedding
+requests in turn.
+
+A bad request gets a 400 with a one-line reason (`search_requests`; OpenAI's error shape under
+/v1/), a missing or wrong token a 401 with `WWW-Authenticate`, a wrong method a 405 with
+`Allow`, a search not answered within --request-timeout-s a 503 (Ray Serve itself answers 503
+past --max-queued-requests), a failure of ours a 500 whose reason names no Python type (the
+trace goes to the log). Each request is logged in one line: method, path, status, latency.
+
+Each search answer carries a `Server-Timing` header, the replica's time by stage (ms): `wait`
+(for its batch to start), `encode` (tokenizing and the encoder), `search`, `texts` (the hits'
+columns), `json`, and `total` (the request in this replica); `batch;desc=N` its batch's size.
+bench/bench_serve.py reads it: what the client saw beyond `total` is the proxy and the hop."""
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from sentray.serve.query_batches import QueryBatches
-from sentray.serve.search_requests import BadRequest, Limits, parse_search
+from sentray.serve import openai_api
+from sentray.serve.query_batches import Batched, QueryBatches
+from sentray.serve.search_requests import BadRequest, Limits, bounded_text, parse_search
 
 logger = logging.getLogger("ray.serve")  # a replica's logger: its lines reach the driver
 PAGE = Path(__file__).with_name("page.html")
-ROUTES = {"/": "GET", "/healthz": "GET", "/info": "GET", "/search": "POST"}
+READ = ("GET", "HEAD")
+ROUTES = {"/": READ, "/healthz": READ, "/info": READ, "/search": ("POST",),
+          "/v1/embeddings": ("POST",), "/v1/models": READ}
+OPEN_PATHS = ("/healthz",)  # answered without the token: it says "ok" and nothing else
+STAGES = ("wait", "encode", "search", "texts", "json", "total")
+AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="sentray"'}
 
 
 @dataclass(frozen=True)
@@ -50,8 +71,13 @@ class ServiceSpec:
     request_timeout_s: float
 
 
-def error(status: int, reason: str) -> JSONResponse:
-    return JSONResponse({"error": reason}, status_code=status)
+class Refused(Exception):
+    """A request answered with `status` and `reason` (in the shape of its path's API)."""
+
+    def __init__(self, status: int, reason: str, headers: dict | None = None, *,
+                 code: str | None = None, param: str | None = None) -> None:
+        super().__init__(reason)
+        self.status, self.headers, self.code, self.param = status, headers or {}, code, param
 
 
 class SearchService:
@@ -63,34 +89,65 @@ class SearchService:
         self.spec = spec
         self.index = VectorIndex(spec.table, s3_endpoint=spec.s3_endpoint, device=spec.device,
                                  mode=spec.search_mode)
+        # the embeddings API answers the job's float vectors (an int8 or binary output's
+        # before quantization): the search's own encoder, or its float side
+        self.embedder = self.index.float_encoder or self.index.encoder
+        self.model = openai_api.ServedModel.of(self.index.description.settings)
+        self.created = int(time.time())
+        # One thread runs every encoder call, searches' batches and embedding requests in
+        # turn: the encoder's infer request is not thread-safe (on asyncio's pool of threads
+        # the replica grew 31% in 10,000 queries, and on this one thread 30%: that growth is
+        # not the threads', docs/index-and-search.md)
+        self.encoder_thread = ThreadPoolExecutor(1, thread_name_prefix="encoder")
         self.page = PAGE.read_text(encoding="utf-8")
         self.info = table_info(self.index, spec)
-        self.batches = QueryBatches(self._search_blocking, spec.max_batch_size)
+        self.batches = QueryBatches(self._search_blocking, spec.max_batch_size,
+                                    self.encoder_thread)
         self._search_blocking([("warm up", 1)])  # the encoder's and the index's first call
 
     async def __call__(self, request: Request) -> Response:
         started = time.perf_counter()
-        response = await self._answer(request)
+        path = request.url.path.rstrip("/") or "/"
+        try:
+            response = await self._answer(request, path, started)
+        except Refused as refused:
+            response = refusal(path, refused)
+        except Exception:  # ours: the trace to the log, a reason without Python's names out
+            logger.exception("%s %s failed", request.method, path)
+            response = refusal(path, Refused(500, "the service failed on this request; its "
+                                                  "log says why"))
         logger.info("%s %s %d %.1f ms", request.method, request.url.path, response.status_code,
                     (time.perf_counter() - started) * 1000)
         return response
 
-    async def _answer(self, request: Request) -> Response:
-        if not self._authorized(request):
-            return error(401, "this service needs its token: send the header "
-                              "`Authorization: Bearer TOKEN` (or ?token=TOKEN)")
-        path, method = request.url.path.rstrip("/") or "/", request.method
+    async def _answer(self, request: Request, path: str, started: float) -> Response:
+        if path not in OPEN_PATHS and not self._authorized(request):
+            raise Refused(401, "this service needs its token: send the header "
+                               "`Authorization: Bearer TOKEN` (or ?token=TOKEN)", AUTHENTICATE,
+                          code="invalid_api_key")
         if path not in ROUTES:
-            return error(404, f"no such path {path}: the paths are {', '.join(ROUTES)}")
-        if method != ROUTES[path]:
-            return error(405, f"{path} takes {ROUTES[path]}, not {method}")
+            raise Refused(404, f"no such path {path}: the paths are {', '.join(ROUTES)}")
+        method = request.method
+        if method not in ROUTES[path]:
+            allowed = ", ".join(ROUTES[path])
+            raise Refused(405, f"{path} takes {allowed}, not {method}", {"Allow": allowed})
+        if method == "HEAD":  # GET's status and headers, no body
+            answer = self._read(path)
+            return Response(b"", answer.status_code, headers=dict(answer.headers))
+        if path == "/search":
+            return await self._search(request, started)
+        if path == "/v1/embeddings":
+            return await self._embeddings(request)
+        return self._read(path)
+
+    def _read(self, path: str) -> Response:
         if path == "/":
             return HTMLResponse(self.page)
         if path == "/healthz":
             return JSONResponse({"status": "ok"})
-        if path == "/info":
-            return JSONResponse(self.info)
-        return await self._search(request)
+        if path == "/v1/models":
+            return JSONResponse(openai_api.models_response(self.model, self.created))
+        return JSONResponse(self.info)
 
     def _authorized(self, request: Request) -> bool:
         if self.spec.secret is None:
@@ -100,35 +157,91 @@ class SearchService:
                  else request.query_params.get("token", ""))
         return hmac.compare_digest(given.encode(), self.spec.secret.encode())
 
-    async def _search(self, request: Request) -> Response:
-        started = time.perf_counter()
+    async def _search(self, request: Request, started: float) -> Response:
         try:
             body = await read_body(request, self.spec.limits.max_body_bytes)
             parsed = parse_search(body, self.spec.limits)
         except BadRequest as exc:
-            return error(400, str(exc))
-        try:
-            results = await asyncio.wait_for(
-                asyncio.gather(*(self.batches.submit((q, parsed.k)) for q in parsed.queries)),
-                self.spec.request_timeout_s)
-        except asyncio.TimeoutError:
-            return error(503, f"no answer within {self.spec.request_timeout_s:g} s: the "
-                              "service is overloaded; retry later")
-        took = round((time.perf_counter() - started) * 1000, 2)
-        if not parsed.many:
-            return JSONResponse({"query": parsed.queries[0], "k": parsed.k, "hits": results[0],
-                                 "took_ms": took})
-        return JSONResponse({"k": parsed.k, "took_ms": took, "results": [
-            {"query": q, "hits": hits} for q, hits in zip(parsed.queries, results, strict=True)]})
+            raise Refused(400, str(exc)) from None
+        answers: list[Batched] = await self._within_timeout(asyncio.gather(
+            *(self.batches.submit((q, parsed.k)) for q in parsed.queries)))
+        encoded_at = time.perf_counter()
+        hits = [[bounded_text(hit, parsed.full_text) for hit in answer.result[0]]
+                for answer in answers]
+        took = round((encoded_at - started) * 1000, 2)
+        if parsed.many:
+            value = {"k": parsed.k, "took_ms": took, "results": [
+                {"query": q, "hits": h} for q, h in zip(parsed.queries, hits, strict=True)]}
+        else:
+            value = {"query": parsed.queries[0], "k": parsed.k, "hits": hits[0],
+                     "took_ms": took}
+        content = json_bytes(value)
+        done = time.perf_counter()
+        # the slowest of the request's queries, stage by stage
+        stages = {name: max(a.result[1].get(name, 0.0) for a in answers)
+                  for name in ("encode", "search", "texts")}
+        stages.update(wait=max(a.waited_s for a in answers), json=done - encoded_at,
+                      total=done - started)
+        timing = ", ".join(f"{name};dur={stages[name] * 1000:.2f}" for name in STAGES)
+        return Response(content, media_type="application/json", headers={
+            "Server-Timing": f"{timing}, batch;desc={max(a.batch_size for a in answers)}"})
 
-    def _search_blocking(self, items: list[tuple[str, int]]) -> list[list[dict]]:
+    async def _within_timeout(self, work):
+        try:
+            return await asyncio.wait_for(work, self.spec.request_timeout_s)
+        except asyncio.TimeoutError:
+            raise Refused(503, f"no answer within {self.spec.request_timeout_s:g} s: the "
+                               "service is overloaded; retry later") from None
+
+    def _search_blocking(self, items: list[tuple[str, int]]) -> list[tuple[list[dict], dict]]:
         """One batch of (query, k), in a worker thread: encoded together, searched together at
-        the largest k asked (each query's own k are the first of those)."""
+        the largest k asked (each query's own k are the first of those); each with the batch's
+        seconds by stage."""
+        started = time.perf_counter()
         encoded = self.index.encode([query for query, _ in items])
+        stages = {"encode": time.perf_counter() - started}
         found = self.index.nearest_many(encoded, max(k for _, k in items),
                                         nprobes=self.spec.nprobes,
-                                        refine_factor=self.spec.refine_factor)
-        return [hits[:k] for hits, (_, k) in zip(found, items, strict=True)]
+                                        refine_factor=self.spec.refine_factor, stages=stages)
+        return [(hits[:k], stages) for hits, (_, k) in zip(found, items, strict=True)]
+
+    async def _embeddings(self, request: Request) -> Response:
+        try:
+            body = await read_body(request, openai_api.MAX_BODY_BYTES)
+            parsed = openai_api.parse_embeddings(body, self.model)
+        except openai_api.OpenAIError as exc:
+            raise Refused(exc.status, str(exc), code=exc.code, param=exc.param) from None
+        except BadRequest as exc:
+            raise Refused(400, str(exc)) from None
+        vectors, tokens = await self._within_timeout(asyncio.get_running_loop().run_in_executor(
+            self.encoder_thread, self._embed_blocking, parsed.texts))
+        vectors = openai_api.truncated(vectors, parsed.dimensions, self.model.normalize)
+        return Response(json_bytes(openai_api.embeddings_response(
+            vectors, tokens, parsed, self.model)), media_type="application/json")
+
+    def _embed_blocking(self, texts: tuple[str, ...]) -> tuple[np.ndarray, int]:
+        """The job's float vectors of `texts` (N, D) and the tokens they took, in the encoder's
+        thread."""
+        vectors, tokens = self.embedder.encode_counted(list(texts))
+        return vectors.astype(np.float32, copy=False), sum(tokens)
+
+
+def refusal(path: str, refused: Refused) -> Response:
+    """The refusal as its path's API words errors: OpenAI's shape under /v1/, else
+    {"error": "<one line>"}."""
+    if path.startswith("/v1/"):
+        kind = "invalid_request_error" if refused.status < 500 else "server_error"
+        body = openai_api.error_body(str(refused), param=refused.param, code=refused.code,
+                                     kind=kind)
+    else:
+        body = {"error": str(refused)}
+    return JSONResponse(body, status_code=refused.status, headers=refused.headers)
+
+
+def json_bytes(value: object) -> bytes:
+    """`value` as compact UTF-8 JSON, as Starlette's JSONResponse writes it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False,
+                      separators=(",", ":")).encode("utf-8")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -145,6 +258,14 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
+def pooling_label(name: str) -> str:
+    """The pooling as the docs call it: `mean (last_avg)` for last_avg, else its name."""
+    from sentray.encode.pooling_catalog import ALIASES
+
+    alias = next((a for a, canonical in ALIASES.items() if canonical == name), None)
+    return f"{alias} ({name})" if alias else name
+
+
 def table_info(index, spec: ServiceSpec) -> dict:
     """What `GET /info` says: the embedding the table holds and how it is searched."""
     from sentray.index.index_state import IndexState
@@ -154,6 +275,7 @@ def table_info(index, spec: ServiceSpec) -> dict:
     state = IndexState.read(storage.locate(index.uri, spec.s3_endpoint))
     return {"table": index.uri, "rows": index.table.count_rows(),
             "model": settings["model"], "pooling": settings["pooling"],
+            "pooling_label": pooling_label(settings["pooling"]),
             "dimension": index.description.dimension, "dtype": index.description.dtype,
             "metric": index.description.metric,
             "index": state.index_type if state and state.trained_rows else "none (exact search)",

@@ -32,8 +32,11 @@ def test_batches_hold_what_queued_while_the_last_ran():
         return await first, await asyncio.gather(*rest), batches.sizes
 
     first, rest, sizes = asyncio.run(scenario())
-    assert first == "first!" and rest == [f"q{i}!" for i in range(5)]
+    assert first.result == "first!" and [r.result for r in rest] == [f"q{i}!" for i in range(5)]
     assert sizes == [1, 3, 2]  # the cancelled one left out of the last batch
+    assert [r.batch_size for r in rest] == [3, 3, 3, 2, 2]
+    # the first ran at once; the rest waited for it (held ~0.05 s by the gate at least)
+    assert first.waited_s < 0.05 and min(r.waited_s for r in rest) >= 0.04
 
 
 def test_a_failure_reaches_every_item_of_its_batch():
@@ -54,4 +57,4 @@ def test_every_item_is_answered_in_order(count):
         batches = QueryBatches(lambda items: [i * 2 for i in items], max_batch_size=4)
         return await asyncio.gather(*(batches.submit(i) for i in range(count)))
 
-    assert asyncio.run(scenario()) == [i * 2 for i in range(count)]
+    assert [r.result for r in asyncio.run(scenario())] == [i * 2 for i in range(count)]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from served_output import indexed_output
+from served_output import asgi, indexed_output
 
 from sentray.serve.search_requests import Limits
 
@@ -22,23 +22,6 @@ from sentray.serve.search_requests import Limits
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory, tiny_model_dir, brown_corpus) -> Path:
     return indexed_output(tmp_path_factory.mktemp("served"), tiny_model_dir, brown_corpus)
-
-
-def asgi(service):
-    """The service as an ASGI app: each HTTP request to `SearchService.__call__`, as Ray
-    Serve's proxy hands it over."""
-    from starlette.requests import Request
-
-    async def app(scope, receive, send):
-        if scope["type"] == "lifespan":  # the test client's start and end: nothing to do
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        response = await service(Request(scope, receive))
-        await response(scope, receive, send)
-
-    return app
 
 
 def make_service(indexed: Path, **changes):
@@ -92,6 +75,7 @@ def test_search_info_health_and_page(service, indexed):
         assert many["results"][0]["hits"] == hits[:2]
         info = http.get("/info").json()
         assert info["rows"] == 120 and info["pooling"] == "last_avg"
+        assert info["pooling_label"] == "mean (last_avg)"
         assert info["model"] and info["index"] == "none (exact search)"
         assert info["search"] == "exact, the vectors held in memory"
         assert http.get("/healthz").json() == {"status": "ok"}
@@ -114,13 +98,37 @@ def test_bad_requests_get_400_with_their_reason(service):
         assert http.get("/nothing").status_code == 404
 
 
-def test_a_token_is_needed_when_set(indexed):
+def test_a_token_is_needed_when_set_but_not_by_the_health_probe(indexed):
+    """Every path needs the token but /healthz, which a load balancer's probe calls without
+    one (it says "ok" and nothing else); a 401 says how to authenticate."""
     with client(make_service(indexed, secret="s3cret")) as http:
-        assert http.get("/info").status_code == 401
-        assert "Authorization: Bearer" in http.get("/healthz").json()["error"]
+        refused = http.get("/info")
+        assert refused.status_code == 401 and "Authorization: Bearer" in refused.json()["error"]
+        assert refused.headers["WWW-Authenticate"] == 'Bearer realm="sentray"'
         assert http.get("/info", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert http.post("/search", json={"query": "a"}).status_code == 401
         assert http.get("/info", headers={"Authorization": "Bearer s3cret"}).status_code == 200
         assert http.get("/?token=s3cret").status_code == 200
+        assert http.get("/healthz").json() == {"status": "ok"}
+        assert http.head("/healthz").status_code == 200
+
+
+def test_http_details_allow_head_and_no_python_names(service):
+    """A 405 names what the path takes in `Allow`; HEAD is answered wherever GET is (its
+    headers, no body); no reason names a Python type."""
+    with client(service) as http:
+        wrong = http.get("/search")
+        assert wrong.status_code == 405 and wrong.headers["Allow"] == "POST"
+        assert wrong.json() == {"error": "/search takes POST, not GET"}
+        assert http.put("/").headers["Allow"] == "GET, HEAD"
+        head = http.head("/")
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-type"].startswith("text/html")
+        assert http.head("/info").status_code == 200
+        for body in ({"query": None}, {"queries": [1]}, {"query": "a", "k": None}):
+            reason = http.post("/search", json=body).json()["error"]
+            assert not any(name in reason for name in ("NoneType", "int", "str", "list[")), \
+                reason
 
 
 def test_concurrent_queries_are_one_batch_and_the_loop_keeps_answering(indexed, caplog):
