@@ -38,7 +38,7 @@ from sentray.bulk_embedding.output import EmbeddingOutput, output_schema, settin
 from sentray.bulk_embedding.storing import StoreVectors
 from sentray.bulk_embedding.tokenizing import TokenizeRows
 from sentray.corpus import corpus_job, execution, part_files
-from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig, TaskStep
+from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig, CpuStep
 from sentray.corpus.reading import first_records
 from sentray.corpus.source_runs import source_runs
 from sentray.corpus.sources import (
@@ -258,8 +258,8 @@ class EmbedJob(corpus_job.CorpusJob):
                          stand_in=self.stand_in)
         if not self.config.tokenizer_stage:
             return ActorPlan(EmbedBatch, spec)
-        return ActorPlan(EncodeTokens, spec, before=(TaskStep(TokenizeRows, spec.tokenizer()),),
-                         after=(TaskStep(StoreVectors, spec.store()),))
+        return ActorPlan(EncodeTokens, spec, before=(CpuStep(TokenizeRows, spec.tokenizer()),),
+                         after=(CpuStep(StoreVectors, spec.store()),))
 
     def route(self, folders: list[storage.Location]) -> part_files.Route:
         return part_files.SingleFolder(folders[0])

@@ -18,8 +18,9 @@ The token table it returns (one row per input row, in input order):
 
 Tokenizing goes straight to the fast tokenizer's Rust backend (`encode_batch_fast`: no offsets,
 no Python objects per token), which gives the same ids as the transformers call (tested); the
-windows are cut from one flat array. Per Brown row, one CPU thread: ~36 us against ~50 us
-through transformers (bench/bench_gpu_feed.py prints this stage's cost).
+windows are cut from one flat array. Per Brown row, one thread of this project's 2-core AMD
+EPYC (Zen 5): ~36 us against ~50 us through transformers, measured by hand;
+bench/bench_gpu_feed.py prints this stage's cost on the CPU it runs on.
 """
 
 from __future__ import annotations

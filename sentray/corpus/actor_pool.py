@@ -125,7 +125,7 @@ BlockFunction = Callable[[pa.Table], pa.Table]  # the reader's records -> the jo
 
 
 @dataclass(frozen=True)
-class TaskStep(Generic[S]):
+class CpuStep(Generic[S]):
     """A CPU step on Ray around a job's actors: `kind(spec)` called on each block. Ahead of the
     actors it runs in actors of its own (`execution.step_actors`, `num_cpus` each); after them,
     in the write tasks, built once per worker process (`run_step`)."""
@@ -144,10 +144,10 @@ class TaskStep(Generic[S]):
         return getattr(self.kind, "__name__", "step")
 
 
-_BUILT_STEPS: dict[str, BlockFunction] = {}  # a Ray worker's built steps, by `TaskStep.key`
+_BUILT_STEPS: dict[str, BlockFunction] = {}  # a Ray worker's built steps, by `CpuStep.key`
 
 
-def run_step(batch: pa.Table, step: TaskStep) -> pa.Table:
+def run_step(batch: pa.Table, step: CpuStep) -> pa.Table:
     """`step` on one block, in a Ray task: built the first time this process meets it."""
     function = _BUILT_STEPS.get(step.key)
     if function is None:
@@ -166,8 +166,8 @@ class ActorPlan(Generic[S]):
 
     kind: Callable[[S], BlockFunction]
     spec: S
-    before: tuple[TaskStep, ...] = ()
-    after: tuple[TaskStep, ...] = ()
+    before: tuple[CpuStep, ...] = ()
+    after: tuple[CpuStep, ...] = ()
 
     def build(self) -> BlockFunction:
         """The steps and the actor as one function, in this process."""

@@ -35,7 +35,7 @@ from sentray.corpus import part_files
 from sentray.corpus.actor_pool import (
     ActorPlan,
     ActorPoolConfig,
-    TaskStep,
+    CpuStep,
     block_rows,
     in_process_calls,
     run_step,
@@ -105,7 +105,7 @@ def run_actor_pool(pending: Sequence, corpus: CorpusConfig, actor: ActorPlan,
         num_cpus=pool.cpus_per_actor,
     )
     for step in actor.after:  # and after them (the vectors as stored), with the writing
-        dataset = _task_step(dataset, step)
+        dataset = _step_in_write_tasks(dataset, step)
     # The write tasks ask for no CPU. Ray Data reserves CPUs for operators upstream first and
     # lets the last ones wait "for upstream to finish": on a cluster with CPUs for the actors
     # and a couple more, reads and the repartition take the spare ones, and a 1-CPU write task
@@ -137,7 +137,7 @@ def step_actors(pool: ActorPoolConfig):
     return ActorPoolStrategy(min_size=1, max_size=max(1, spare))
 
 
-def _task_step(dataset, step: TaskStep):
+def _step_in_write_tasks(dataset, step: CpuStep):
     """`step` on every block of `dataset` in Ray tasks (`actor_pool.run_step`), block by block
     as they come (batch_size None: a block is never split or merged), asking what the write
     tasks ask: Ray Data runs it in them (the output's columns made where they are written)."""

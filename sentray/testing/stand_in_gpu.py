@@ -39,12 +39,6 @@ class StandInGPU:
         if (self.rows_per_second or self.tokens_per_second) <= 0:
             raise ValueError("a stand-in GPU's rate must be > 0")
 
-    @property
-    def device(self):  # what an encoder's forward says it runs on: the host's memory
-        import torch
-
-        return torch.device("cpu")
-
     def seconds(self, rows: int, tokens: int) -> float:
         """What a GPU of this rate takes for `rows` rows holding `tokens` real tokens."""
         if self.rows_per_second is not None:
