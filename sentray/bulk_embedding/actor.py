@@ -19,8 +19,9 @@ Every row gets a `status`:
 
 with a null embedding for null, empty and invalid_utf8. Identical texts are encoded once: within
 a block (the tokenizer marks the twins), and across the blocks an actor has seen (an LRU cache
-of `dedupe_cache_rows` pooled vectors, keyed by a 128-bit hash of the text); the rows that took
-a twin's vector are counted (`_copied`, summed into each part's metadata and the summary).
+of `dedupe_cache_rows` pooled vectors, keyed by a 128-bit hash of the text, which starts with
+the corpus rows the probe encoded with the plan's own runtime and precision, `EncoderPlan.probed`);
+the rows that took a twin's vector are counted (`_copied`, summed into each part's metadata and the summary).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from sentray.bulk_embedding.tokenizing import (
     STATUSES,
     TokenizeRows,
     TokenizerSpec,
+    text_key,
 )
 from sentray.corpus.actor_pool import ActorClock
 from sentray.encode.plan import EncoderPlan
@@ -107,6 +109,9 @@ class EncodeTokens:
             pad_id = self.encoder.tokenizer.pad_token_id or 0
         self.batches = TokenBatches(pad_id, spec.plan.batch_size, spec.plan.max_tokens_per_batch)
         self.cache: OrderedDict[bytes, np.ndarray] = OrderedDict()  # key -> pooled (D,)
+        probed = spec.plan.probed if spec.stand_in is None else None
+        if probed is not None:  # the probe's rows, encoded by this very plan: not again
+            self.cache.update(zip(map(text_key, probed.texts), probed.vectors, strict=True))
         self.clock.ready()
 
     def __call__(self, table: pa.Table) -> pa.Table:

@@ -297,6 +297,14 @@ class EmbedJob(corpus_job.CorpusJob):
         return (model.location,) if model.kind == "folder" else ()
 
 
+def probe_rows(sources: list[Source], corpus: CorpusConfig) -> list[str]:
+    """The corpus's first rows' texts, which the probe encodes (rows like the job's)."""
+    from sentray.precision.probe import PROBE_SAMPLE_ROWS
+
+    table = first_records(sources, corpus, PROBE_SAMPLE_ROWS)
+    return [t for t in table.column("text").to_pylist() if t] if table.num_columns else []
+
+
 def where_actors_run(pool: ActorPoolConfig, rows: int) -> Where:
     """Where this job's encoders run, decided once: in this process (a small input, no
     cluster), else in actors of the pool's CPUs and GPUs, each encoder on its actor's CPUs. The
@@ -316,7 +324,8 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     rows = sum(estimate_rows(s) for s in sources)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
-    plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept)
+    plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept,
+                        corpus=lambda: probe_rows(sources, config.corpus))
     vector = stored_vector(config.vector, plan)
     rows_per_file = config.rows_per_file
     if rows_per_file is None:

@@ -21,6 +21,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from sentray.encode.config import EncoderConfig
 from sentray.encode.model_files import checked_model, model_facts
 from sentray.encode.model_lookup import ResolvedModel, located_model
@@ -57,6 +59,16 @@ class Artefact:
         return cls(**{"kind": "onnx-int8", **record}, data=data)
 
 
+@dataclass(frozen=True, eq=False)
+class ProbedRows:
+    """Rows the probe encoded with the runtime and precision it chose: their texts and pooled
+    vectors (R, D) float32, exactly what the plan's encoder gives them. The job's encoders take
+    these vectors rather than encode the rows again."""
+
+    texts: tuple[str, ...]
+    vectors: np.ndarray
+
+
 @dataclass(frozen=True)
 class EncoderPlan:
     """What an encoder will be. Frozen, decided before any encoder exists (`model_plan`,
@@ -79,6 +91,8 @@ class EncoderPlan:
     why: str = "asked for"  # why this precision (auto: what decided it)
     measured: tuple[dict, ...] = ()  # auto: each candidate's speed and cosine to fp32
     artefact: Artefact | None = None  # the runtime's prepared model, when it needs one
+    # auto on a corpus's rows: the ones the probe encoded with what it chose (not recorded)
+    probed: ProbedRows | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         kind = registry.artefact_kind(self.runtime, self.precision)
@@ -99,14 +113,14 @@ class EncoderPlan:
         return parse_head(self.head) if self.head else None
 
     def running(self, precision: str, *, why: str, runtime: str | None = None,
-                artefact: Artefact | None = None,
-                measured: tuple[dict, ...] = ()) -> EncoderPlan:
+                artefact: Artefact | None = None, measured: tuple[dict, ...] = (),
+                probed: ProbedRows | None = None) -> EncoderPlan:
         """This plan in `precision` on `runtime` (default: the precision's, the registry's),
         with the artefact that runtime runs."""
         return dataclasses.replace(self, precision=precision,
                                    runtime=runtime or registry.default_runtime(precision),
-                                   why=why,
-                                   artefact=artefact, measured=tuple(measured))
+                                   why=why, artefact=artefact, measured=tuple(measured),
+                                   probed=probed)
 
     def record(self) -> dict[str, Any]:
         """The plan as a summary records it: the model, read-out, lengths, precision, runtime,
