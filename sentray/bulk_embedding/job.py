@@ -68,11 +68,13 @@ def stored_vector(vector: VectorConfig, plan: EncoderPlan) -> VectorConfig:
     return vector
 
 
-def repeating(config: EmbedConfig, plan: EncoderPlan, vector: VectorConfig) -> EmbedConfig:
-    """The flags that repeat this run (what `_config.yaml` records): the read-out the plan
-    decided and the vector as stored, beside what was typed."""
-    return dataclasses.replace(config, vector=vector, encoder=dataclasses.replace(
-        config.encoder, pooling=plan.pooling, head=plan.head))
+def as_planned(config: EmbedConfig, plan: EncoderPlan) -> EmbedConfig:
+    """The config as `plan` runs it, the flags that repeat this run (what `_config.yaml`
+    records): the read-out the plan decided and the vector as stored (`stored_vector`), beside
+    what was typed. Everything after the plan reads these, never the typed values."""
+    return dataclasses.replace(config, vector=stored_vector(config.vector, plan),
+                               encoder=dataclasses.replace(config.encoder, pooling=plan.pooling,
+                                                           head=plan.head))
 
 
 # The code book of int8/uint8 output (each dimension's range, which its codes divide) is fixed
@@ -120,18 +122,20 @@ def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusCon
 def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
               sources: list[Source], kept: vectors.Ranges | None, may_measure: bool = True,
               where: Where = HERE) -> tuple[vectors.Ranges | None, pa.Table | None]:
-    """The code book of this run, and the rows it embedded when it was measured now (float32,
-    as `EmbedBatch` made them; else None). The code book: None unless int8/uint8; the user's
-    file; `kept`, the one the output's rows were written with; else, if `may_measure` (an
-    output that holds no rows), measured now on the input's first rows, where the encoders run
-    (`where`: a Ray task on a node of the cluster reads and encodes them there); else None (the
-    rows were not quantized with one: the settings check refuses the run, naming what
-    differs)."""
+    """The code book of this run, and the rows it embedded when it was measured now, coded
+    with it as the output stores them (`coded_rows`; else None). The code book: None unless
+    int8/uint8; the user's file; `kept`, the one the output's rows were written with; else, if
+    `may_measure` (an output that holds no rows), measured now on the input's first rows, where
+    the encoders run (`where`: a Ray task on a node of the cluster reads and encodes them
+    there); else None (the rows were not quantized with one: the settings check refuses the
+    run, naming what differs)."""
     if vector.output_dtype not in vectors.SCALAR:
         return None, None
     if not vector.quantization_ranges:  # a kept book that does not fit: the settings differ
-        return (kept, None) if kept is not None or not may_measure else where.run(
-            measure_code_book, plan, vector, corpus, sources)
+        if kept is not None or not may_measure:
+            return kept, None
+        ranges, floats = where.run(measure_code_book, plan, vector, corpus, sources)
+        return ranges, None if floats is None else coded_rows(floats, vector, ranges)
     ranges = vectors.Ranges.read(vector.quantization_ranges)
     dimension = vector.output_dimension(plan.dimension)
     if ranges.dimension != dimension:
@@ -140,10 +144,10 @@ def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
     return ranges, None
 
 
-def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.Ranges,
-               metadata: dict) -> pa.Table:
+def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.Ranges) -> pa.Table:
     """Rows `EmbedBatch` made as float32 (the code book's) as it makes them for this output:
-    coded with `ranges` into `vector.output_dtype`, with the output files' `metadata`."""
+    coded with `ranges` into `vector.output_dtype` (their schema metadata left out: the output
+    files' is set where they are written, `EmbedJob.before_rows`)."""
     column = floats.column("embedding").combine_chunks()  # fixed_size_list<float32>[D]
     width = column.type.list_size
     raw = column.values.slice(column.offset * width, len(column) * width).to_numpy(
@@ -152,7 +156,7 @@ def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.Ranges,
     stored = vectors.arrow_vectors(vectors.to_output(raw, vector.output_dtype, ranges),
                                    vector.output_dtype, valid)
     return floats.set_column(floats.column_names.index("embedding"), "embedding",
-                             stored).replace_schema_metadata(metadata)
+                             stored).replace_schema_metadata(None)
 
 
 def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
@@ -242,7 +246,7 @@ class EmbedJob(corpus_job.CorpusJob):
     """The embedding job on the corpus-job driver: `EmbedBatch` actors, one output folder."""
 
     name: ClassVar[str] = "embed"
-    config: EmbedConfig  # the flags that repeat the run (`repeating`)
+    config: EmbedConfig  # as planned: the flags that repeat the run (`as_planned`)
     plan: EncoderPlan  # the encoder every actor builds, decided in the driver
     output: EmbeddingOutput
     ranges: vectors.Ranges | None  # int8/uint8: the code book
@@ -276,13 +280,14 @@ class EmbedJob(corpus_job.CorpusJob):
         return summarize(folders[0], sources)
 
     def before_rows(self, folders: list[storage.Location]) -> dict[str, int]:
-        if self.plan.precision == "int8":  # the very model the rows (and queries) are made by
-            self.output.write_artefact(self.plan.artefact)
         if self.ranges is not None:
             self.output.write_code_book(self.config.vector.output_dtype, self.ranges)
+        if self.plan.precision == "int8":  # the very model the rows (and queries) are made by
+            self.output.write_artefact(self.plan.artefact)
         if self.first_rows is None or not self.first_rows.num_rows:
             return {}
-        part_files.write_block(self.route(folders), self.first_rows)
+        part_files.write_block(self.route(folders),
+                               self.first_rows.replace_schema_metadata(self.metadata))
         logger.info("the %d rows the code book embedded written as the output's first rows",
                     self.first_rows.num_rows)
         return part_files.value_counts(self.first_rows.column("source"))
@@ -317,25 +322,22 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
     plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept)
-    vector = stored_vector(config.vector, plan)
+    config = as_planned(config, plan)
     rows_per_file = config.rows_per_file
     if rows_per_file is None:
-        rows_per_file = default_rows_per_file(vector.output_dimension(plan.dimension),
-                                              vector.output_dtype)
+        rows_per_file = default_rows_per_file(config.vector.output_dimension(plan.dimension),
+                                              config.vector.output_dtype)
     # int8/uint8: the code book the rows were written with, else one measured now (minutes of
     # encoding on a CPU), but never for an output that holds rows, which the settings check
     # then refuses (another dtype, or its code book lost)
     started = time.perf_counter()  # the code book's rows are this run's: timed from here
-    ranges, measured_on = code_book(plan, vector, config.corpus, sources,
-                                    kept=output.code_book() if kept else None,
-                                    may_measure=kept is None, where=where)
-    settings = embed_settings(plan, vector, config.corpus, sources, ranges)
-    metadata = output.file_metadata(settings, ranges)
+    ranges, first_rows = code_book(plan, config.vector, config.corpus, sources,
+                                   kept=output.code_book() if kept else None,
+                                   may_measure=kept is None, where=where)
+    settings = embed_settings(plan, config.vector, config.corpus, sources, ranges)
     return corpus_job.run_corpus_job(EmbedJob(
-        config=repeating(config, plan, vector), plan=plan, output=output,
-        folders=(config.output,), settings=settings, sources=sources,
-        rows_per_file=rows_per_file or None, ranges=ranges, metadata=metadata,
-        in_process=where.cpus is None, started=started if measured_on is not None else None,
-        first_rows=None if measured_on is None else coded_rows(measured_on, vector, ranges,
-                                                               metadata),
+        config=config, plan=plan, output=output, folders=(config.output,), settings=settings,
+        sources=sources, rows_per_file=rows_per_file or None, ranges=ranges,
+        metadata=output.file_metadata(settings, ranges), in_process=where.cpus is None,
+        started=started if first_rows is not None else None, first_rows=first_rows,
         stand_in=stand_in))
