@@ -299,7 +299,7 @@ class EmbedJob(corpus_job.CorpusJob):
 
     def model_folders(self) -> tuple[str, ...]:
         model = self.plan.model
-        return (model.location,) if model.kind == "folder" else ()
+        return (model.location,) if model.origin == "folder" else ()
 
 
 def where_actors_run(pool: ActorPoolConfig, rows: int) -> Where:

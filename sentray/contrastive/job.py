@@ -33,7 +33,7 @@ from sentray.kit import config_files, storage
 from sentray.kit.settings_record import differences, mixing_error, read_settings, write_settings
 from sentray.precision.plan import Where, plan_encoder
 from sentray.training import ray_train
-from sentray.training.plan import StepPlan
+from sentray.training.steps import StepPlan
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ metadata, opened for a run (dropped for --overwrite, checked to hold the same em
 back to its record: `open_for_run`), and appending the rows still to add, in commits of about
 --rows-per-commit rows: streamed part by part from this process, or through Ray Data's
 `write_lance` on the cluster (each of its tasks reads a part, `part_rows`; the driver holds only
-the plan). No torch here: Ray Data's tasks import this module."""
+the list of parts to add). No torch here: Ray Data's tasks import this module."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from sentray.corpus.reading import read_task
 from sentray.corpus.sources import CorpusConfig, Source
 from sentray.index.embedding_record import check_same_embedding
 from sentray.index.index_state import IndexState, roll_back
-from sentray.index.plan import PartWork
+from sentray.index.rows_to_add import PartWork
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
