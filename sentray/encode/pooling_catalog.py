@@ -10,6 +10,8 @@ from typing import Literal
 # how Ditto's diagonal is computed: fast, one head recomputed on SDPA (BERT family); eager,
 # the attention maps; auto: fast where it applies
 DittoImpl = Literal["auto", "fast", "eager"]
+# the encoders whose self-attention the fast Ditto path recomputes (BERT's layout)
+BERT_FAMILY = frozenset({"bert", "roberta", "xlm-roberta", "electra", "camembert"})
 
 # name -> description; the keys are the valid `pooling` values.
 POOLINGS: dict[str, str] = {
@@ -59,3 +61,25 @@ def parse_head(head: str) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
+
+
+def use_fast_ditto(pooling: str, ditto_impl: DittoImpl, model_type: str | None) -> bool:
+    """Whether a model of `model_type` pools `pooling` (a canonical name) with the fast Ditto
+    path: a Ditto pooling on a BERT-family model unless `ditto_impl` is eager; ValueError for
+    fast on another family."""
+    if pooling not in DITTO_POOLINGS or ditto_impl == "eager":
+        return False
+    supported = model_type in BERT_FAMILY
+    if ditto_impl == "fast" and not supported:
+        raise ValueError(f"fast Ditto supports {sorted(BERT_FAMILY)} encoders, "
+                         f"not {model_type!r}; use ditto_impl='eager'")
+    return supported
+
+
+def decided_ditto_impl(pooling: str, ditto_impl: DittoImpl, model_type: str | None) -> DittoImpl:
+    """The Ditto path a model of `model_type` runs `pooling` on, decided once (in the plan):
+    "fast" or "eager" for a Ditto pooling (`use_fast_ditto`), else `ditto_impl` as asked (it
+    does not apply)."""
+    if pooling not in DITTO_POOLINGS:
+        return ditto_impl
+    return "fast" if use_fast_ditto(pooling, ditto_impl, model_type) else "eager"
