@@ -88,9 +88,9 @@ def as_planned(config: EmbedConfig, plan: EncoderPlan) -> EmbedConfig:
 
 
 def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-                      sources: list[Source]) -> tuple[vectors.Ranges, pa.Table | None]:
-    """Ranges of the vectors (truncated and normalized as `vector` says) of the input's first
-    `vector.code_book_rows` records, read and embedded in this process (on its GPU if it has
+                      sources: list[Source]) -> tuple[vectors.CodeBook, pa.Table | None]:
+    """The code book of the vectors (truncated and normalized as `vector` says) of the input's
+    first `vector.code_book_rows` records, read and embedded in this process (on its GPU if it has
     one; a plan for a GPU in a process without one runs in fp32 on its CPU), and those records
     as `EmbedBatch` made them (float32), to be written as the output's first rows; None where
     they are not the job's vectors (that fp32 stand-in of a GPU plan)."""
@@ -115,13 +115,13 @@ def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusCon
     floats = np.stack(embedded.column("embedding").to_numpy(zero_copy_only=False))
     logger.info("int8/uint8 code book measured on the %d texts embedded of the input's first "
                 "%d rows", len(floats), sample.num_rows)
-    return (vectors.Ranges.of(floats, source=f"the first {sample.num_rows} rows of the input"),
+    return (vectors.CodeBook.of(floats, source=f"the first {sample.num_rows} rows of the input"),
             table if ours else None)
 
 
 def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-              sources: list[Source], kept: vectors.Ranges | None, may_measure: bool = True,
-              where: Where = HERE) -> tuple[vectors.Ranges | None, pa.Table | None]:
+              sources: list[Source], kept: vectors.CodeBook | None, may_measure: bool = True,
+              where: Where = HERE) -> tuple[vectors.CodeBook | None, pa.Table | None]:
     """The code book of this run, and the rows it embedded when it was measured now, coded
     with it as the output stores them (`coded_rows`; else None). The code book: None unless
     int8/uint8; the user's file; `kept`, the one the output's rows were written with; else, if
@@ -136,7 +136,7 @@ def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
             return kept, None
         ranges, floats = where.run(measure_code_book, plan, vector, corpus, sources)
         return ranges, None if floats is None else coded_rows(floats, vector, ranges)
-    ranges = vectors.Ranges.read(vector.quantization_ranges)
+    ranges = vectors.CodeBook.read(vector.quantization_ranges)
     dimension = vector.output_dimension(plan.dimension)
     if ranges.dimension != dimension:
         raise ValueError(f"the quantization ranges have {ranges.dimension} dimensions, the "
@@ -144,7 +144,7 @@ def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
     return ranges, None
 
 
-def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.Ranges) -> pa.Table:
+def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.CodeBook) -> pa.Table:
     """Rows `EmbedBatch` made as float32 (the code book's) as it makes them for this output:
     coded with `ranges` into `vector.output_dtype` (their schema metadata left out: the output
     files' is set where they are written, `EmbedJob.before_rows`)."""
@@ -160,7 +160,7 @@ def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.Ranges) -
 
 
 def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-                   sources: list[Source], ranges: vectors.Ranges | None) -> dict:
+                   sources: list[Source], ranges: vectors.CodeBook | None) -> dict:
     """What the stored vectors depend on (the output's settings record): a rerun with any other
     value would mix two kinds of vector in one output. Only what changes a vector: the model by
     its files (its name or folder is recorded, not compared: `settings_record.comparable`), the
@@ -249,7 +249,7 @@ class EmbedJob(corpus_job.CorpusJob):
     config: EmbedConfig  # as planned: the flags that repeat the run (`as_planned`)
     plan: EncoderPlan  # the encoder every actor builds, decided in the driver
     output: EmbeddingOutput
-    ranges: vectors.Ranges | None  # int8/uint8: the code book
+    ranges: vectors.CodeBook | None  # int8/uint8: the code book
     metadata: dict  # every output file's schema metadata (`EmbeddingOutput.file_metadata`)
     first_rows: pa.Table | None = None  # rows the code book embedded, as stored: not redone
     stand_in: Forward | None = None  # benches and tests: a GPU of known speed (`EmbedSpec`)
