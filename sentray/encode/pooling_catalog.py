@@ -1,7 +1,8 @@
 """The poolings by name: the valid `--pooling` values with what each computes, their aliases,
-the Ditto poolings and the heads Ditto's official code uses per model, and the parsing of a
-head `L-H`. No torch here: configs validate against it before any model is loaded; the tensor
-functions are in `sentray.encode.pooling`."""
+the Ditto poolings and the heads Ditto's official code uses per model, the parsing of a head
+`L-H`, and the Ditto path a model's family takes (`decided_ditto_impl`). No torch here:
+configs and plans decide against it before any model is loaded; the tensor functions are in
+`sentray.encode.pooling`."""
 
 from __future__ import annotations
 
