@@ -93,9 +93,9 @@ def run_actor_pool(pending: Sequence, corpus: CorpusConfig, actor: ActorPlan,
                                        override_num_blocks=len(read_tasks(work, corpus)))
     dataset = dataset.repartition(target_num_rows_per_block=rows)
     for step in actor.before:  # CPU steps ahead of the actors (tokenizing), in actors of their own
-        dataset = dataset.map_batches(step.callable_class, fn_constructor_args=(step.spec,), batch_size=None,
-                                      batch_format="pyarrow", num_cpus=step.num_cpus,
-                                      compute=step_actors(pool))
+        dataset = dataset.map_batches(step.callable_class, fn_constructor_args=(step.spec,),
+                                      batch_size=None, batch_format="pyarrow",
+                                      num_cpus=step.num_cpus, compute=step_actors(pool))
     dataset = dataset.map_batches(
         actor.callable_class,
         fn_constructor_args=(actor.spec,),
