@@ -64,7 +64,7 @@ class EmbedSpec:
 
     plan: EncoderPlan  # decided once, in the job's driver: every actor builds the same encoder
     vector: VectorConfig = field(default_factory=VectorConfig)  # for the plan (`job.stored_vector`)
-    ranges: vectors.Ranges | None = None  # int8/uint8: the code book every row is coded with
+    ranges: vectors.CodeBook | None = None  # int8/uint8: the code book every row is coded with
     metadata: dict | None = None  # the output files' schema metadata (what the vectors are)
     # benches and tests only: a forward to run instead of the plan's encoder (a GPU of known
     # speed, `sentray.testing.stand_in_gpu`); never a user's setting

@@ -26,7 +26,12 @@ import numpy as np
 from sentray.encode.config import EncoderConfig
 from sentray.encode.model_files import checked_model, model_facts
 from sentray.encode.model_lookup import ResolvedModel, located_model
-from sentray.encode.pooling_catalog import DITTO_DEFAULT_HEADS, DITTO_POOLINGS, parse_head
+from sentray.encode.pooling_catalog import (
+    DITTO_DEFAULT_HEADS,
+    DITTO_POOLINGS,
+    decided_ditto_impl,
+    parse_head,
+)
 from sentray.encode.runtimes import registry
 
 
@@ -85,7 +90,7 @@ class EncoderPlan:
     device: str  # cpu, cuda, cuda:N; auto: decided by the process that builds it
     batch_size: int
     max_tokens_per_batch: int | None
-    ditto_impl: str
+    ditto_impl: str  # a Ditto pooling's path, decided: fast or eager (`decided_ditto_impl`)
     precision: str = "fp32"  # fp32 | bf16 | fp16 | int8
     runtime: str = "torch"  # a registered runtime (`sentray.encode.runtimes.registry`)
     why: str = "asked for"  # why this precision (auto: what decided it)
@@ -137,20 +142,23 @@ def model_plan(config: EncoderConfig, *, default_pooling: str = "last_avg",
                module: Any = None) -> EncoderPlan:
     """The model's part of the plan, in fp32 on torch: the model looked up and checked (a
     broken folder fails here, named), its facts read once; the read-out (`read_out`); the
-    length asked for, else the model's own. `module`: a model handed in (tests, the trainer's
-    evaluator), whose width is the vector's."""
+    length asked for, else the model's own; a Ditto pooling's path (fast or eager, for the
+    model's family). `module`: a model handed in (tests, the trainer's evaluator), whose width
+    and family are the plan's."""
     model = located_model(config.model)
     model = checked_model(model)
     facts = model_facts(model)
     pooling, head = read_out(config, facts.pooling, facts.head, default_pooling)
-    dimension = (int(module.config.hidden_size) if module is not None and
-                 hasattr(module, "config") else facts.dimension)
+    handed = getattr(module, "config", None)  # a model handed in: its own width and family
+    dimension = int(handed.hidden_size) if handed is not None else facts.dimension
+    model_type = getattr(handed, "model_type", None) if handed is not None else facts.model_type
     return EncoderPlan(
         model=model, pooling=pooling, head=head,
         max_length=config.max_length or facts.max_length, model_max_length=facts.max_length,
         dimension=dimension, normalize=facts.normalize, own_pooling=facts.pooling,
         device=config.device, batch_size=config.batch_size,
-        max_tokens_per_batch=config.max_tokens_per_batch, ditto_impl=config.ditto_impl)
+        max_tokens_per_batch=config.max_tokens_per_batch,
+        ditto_impl=decided_ditto_impl(pooling, config.ditto_impl, model_type))
 
 
 def read_out(config: EncoderConfig, own_pooling: str | None, own_head: str | None,
