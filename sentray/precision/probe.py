@@ -285,9 +285,12 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
     torch fp32. `corpus`: the job's first rows, which the probe encodes (`probe_sentences`);
     the chosen candidate's vectors of them ride on the plan (`probed`)."""
     threads = threads or default_threads()
+    # what could run here, known without importing a runtime: the key; whether each runs as
+    # itself (which imports it: OpenVINO's capabilities) only asked when measuring, so that a
+    # process with a cached decision imports the runtime it runs and no other
     grid = tuple(c for c in registry.candidates()
                  if registry.available(c[0]) and (not exact or c[1] == "fp32")
-                 and registry.computes(c[0], plan.pooling) and registry.runs_as_itself(*c))
+                 and registry.computes(c[0], plan.pooling))
     kinds = sorted({registry.artefact_kind(*c) for c in grid} - {None})
     ready = {kind: artefacts.cached(kind, plan, calibration, module) for kind in kinds}
     key = decision_key(plan, threads, grid, ready)
@@ -311,8 +314,10 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
         torch.set_num_threads(threads)
         started = time.perf_counter()
         try:
-            decision, probed = measure_grid(plan, calibration, rows, threads, grid, ready,
-                                            module, tokenizer, corpus)
+            decision, probed = measure_grid(
+                plan, calibration, rows, threads,
+                tuple(c for c in grid if registry.runs_as_itself(*c)), ready, module,
+                tokenizer, corpus)
         finally:
             torch.set_num_threads(previous)
         log_payback(decision, rows, time.perf_counter() - started)
