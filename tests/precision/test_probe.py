@@ -126,12 +126,12 @@ def test_timing_is_at_steady_state_and_stops_after_its_budget_or_when_clearly_sl
     # 1 s): two batches warmed and timed, no more; the first calls' extra 0.3 s and 0.2 s are
     # the one-time cost, not in the rate
     clock = iter([0.0, 0.01, 0.01, 0.02, 1.0, 1.3, 1.3, 1.8, 2.0, 2.2, 2.2, 2.7]).__next__
-    timed = time_batches(forward, batches, 4, floor=700, clock=clock)
+    timed = time_batches(forward, batches, 4, floor=700, seconds=1.5, clock=clock)
     assert calls == [4, 4] + [32] * 4 and len(timed.vectors) == 64 and timed.rate == 64
     assert timed.warm_seconds == pytest.approx(0.0)  # 0.3 and 0.2 s first calls, 0.5 s timed
     calls.clear()
     clock = iter([0.0, 0.01, 0.01, 0.02, 1.0, 2.0, 2.0, 2.5, 3.0, 3.2, 3.2, 3.7]).__next__
-    timed = time_batches(forward, batches, 4, floor=700, clock=clock)
+    timed = time_batches(forward, batches, 4, floor=700, seconds=1.5, clock=clock)
     assert timed.warm_seconds == pytest.approx(0.5)  # a 1 s first call against 0.5 s timed
     calls.clear()
     # no time budget (a candidate on the batches the reference timed): every batch given
@@ -251,7 +251,8 @@ def test_auto_measures_the_grid_and_converts_what_the_job_pays_back(tokenizer, m
 
 
 @pytest.mark.parametrize("native", [False, True])
-def test_bf16_is_timed_only_where_its_runtime_reports_it_native(tokenizer, monkeypatch, native):
+def test_bf16_is_timed_only_where_its_runtime_reports_it_native(tokenizer, monkeypatch, native,
+                                                                tmp_path):
     """OpenVINO's CPU plugin runs a bf16 hint in f32 on a CPU without bf16 instructions (it
     lists no BF16 among its capabilities): the fp32 candidate again. torch's oneDNN reports no
     bf16 kernels on a CPU without AVX-512: reference code, 1/15 of fp32. Neither is timed."""
@@ -272,6 +273,8 @@ def test_bf16_is_timed_only_where_its_runtime_reports_it_native(tokenizer, monke
         def __getattr__(self, name):
             return getattr(self.core, name)
 
+    # each CPU its own cache: a decision is cached per CPU model, which both cases share here
+    monkeypatch.setenv("SENTRAY_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(openvino, "Core", Core)
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: native)
     assert registry.runs_as_itself("openvino", "bf16") is native
