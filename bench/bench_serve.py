@@ -153,8 +153,9 @@ def phase(port: int, queries: list[str], clients: int, limit: int, seconds: floa
 
 
 def service_recall(port: int, table: str, queries: list[str]) -> float:
-    """recall@10 of the service's answers against exact search over the table (the queries
-    encoded by the same encoder, in this process)."""
+    """recall@10 of the service's answers against exact search over the table with the
+    rows' own query vectors (the queries encoded by the rows' plan, exactly, in this process,
+    whatever precision the service encodes its queries in)."""
     from sentray.index.search import VectorIndex
 
     index = VectorIndex(table, device="cpu", mode="table")
@@ -170,15 +171,16 @@ def service_recall(port: int, table: str, queries: list[str]) -> float:
 
 
 def ceiling(table: str, queries: list[str], batch_sizes: list[int], threads: int,
-            seconds: float = 20) -> dict:
-    """The encoder and search alone, in this process on `threads` threads (the replica's): per
-    batch size, a batch's ms (encode + search + texts) and the queries/s it gives."""
+            query_precision: str = "exact", seconds: float = 20) -> dict:
+    """The encoder and search alone, in this process on `threads` threads (the replica's), the
+    queries in the precision the service took: per batch size, a batch's ms (encode + search +
+    texts) and the queries/s it gives."""
     import torch
 
     from sentray.index.search import VectorIndex
 
     torch.set_num_threads(threads)
-    index = VectorIndex(table, device="cpu", mode="auto")
+    index = VectorIndex(table, device="cpu", mode="auto", query_precision=query_precision)
     found = {}
     for size in batch_sizes:
         batches = [queries[i:i + size] for i in range(0, len(queries) - size + 1, size)]
@@ -194,7 +196,7 @@ def ceiling(table: str, queries: list[str], batch_sizes: list[int], threads: int
         batch_ms = float(np.median(times)) * 1000
         found[str(size)] = {"batches": len(times), "batch_ms": round(batch_ms, 2),
                             "queries_per_s": round(size / batch_ms * 1000, 1)}
-    return {"threads": threads, "by_batch_size": found}
+    return {"threads": threads, "query_precision": query_precision, "by_batch_size": found}
 
 
 def judged(report: dict, goals: dict) -> dict:
@@ -223,7 +225,8 @@ def stage_table(report: dict) -> str:
                      + f"  {found['mean_batch']}")
     for size, found in report["ceiling"]["by_batch_size"].items():
         lines.append(f"ceiling, batches of {size}: {found['batch_ms']} ms a batch, "
-                     f"{found['queries_per_s']} q/s ({report['ceiling']['threads']} thread(s))")
+                     f"{found['queries_per_s']} q/s ({report['ceiling']['threads']} thread(s), "
+                     f"queries {report['ceiling'].get('query_precision', 'exact')})")
     ratio = report["ceiling_ratio"]
     lines.append(f"service / ceiling: 16 clients {ratio['clients_16']}x its q/s; 1 client "
                  f"{ratio['one_client']}x (ceiling batch-of-1 ms / p50)")
@@ -295,7 +298,8 @@ def main() -> None:
         process.send_signal(2)  # Ctrl-C: the service stops itself and its Ray
         process.wait(120)
     sizes = sorted({1, max(1, round(report["phases"]["16"]["mean_batch"] or 1))})
-    report["ceiling"] = ceiling(table, queries, sizes, args.replica_threads)
+    report["ceiling"] = ceiling(table, queries, sizes, args.replica_threads,
+                                ready.get("query_precision", "exact"))
     by_size = report["ceiling"]["by_batch_size"]
     report["ceiling_ratio"] = {
         "clients_16": round(report["phases"]["16"]["queries_per_s"]

@@ -67,6 +67,7 @@ def run_serve(config: ServeConfig) -> None:
         info = _get_json(f"{url}/info", config.secret)
         print(json.dumps({"url": url, "table": uri, "rows": info["rows"],
                           "index": info["index"], "search": info["search"],
+                          "query_precision": info["query_precision"]["precision"],
                           "replicas": config.replicas.spec()}), flush=True)
         sys.stdout = sys.stderr  # the line above is the result: Ray's notes go to stderr
         logger.info("serving %s at %s (Ctrl-C stops it)", uri, url)
@@ -93,7 +94,8 @@ def start_service(config: ServeConfig) -> str:
 
     spec = ServiceSpec(
         table=config.table, s3_endpoint=config.s3_endpoint, device=config.device,
-        search_mode=config.search_mode, nprobes=config.nprobes, refine_factor=config.refine_factor,
+        search_mode=config.search_mode, query_precision=config.query_precision,
+        nprobes=config.nprobes, refine_factor=config.refine_factor,
         limits=Limits(config.max_k, config.max_queries, config.max_body_bytes),
         secret=config.secret, max_batch_size=config.max_batch_size,
         request_timeout_s=config.request_timeout_s)

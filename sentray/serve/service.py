@@ -63,6 +63,7 @@ class ServiceSpec:
     s3_endpoint: str | None
     device: str
     search_mode: str
+    query_precision: str
     nprobes: int | None
     refine_factor: int
     limits: Limits
@@ -88,10 +89,11 @@ class SearchService:
 
         self.spec = spec
         self.index = VectorIndex(spec.table, s3_endpoint=spec.s3_endpoint, device=spec.device,
-                                 mode=spec.search_mode)
+                                 mode=spec.search_mode, query_precision=spec.query_precision)
         # the embeddings API answers the job's float vectors (an int8 or binary output's
-        # before quantization): the search's own encoder, or its float side
-        self.embedder = self.index.float_encoder or self.index.encoder
+        # before quantization): the rows' own encoder (never the searches' bf16), or its
+        # float side
+        self.embedder = self.index.float_encoder or self.index.exact_encoder
         self.model = openai_api.ServedModel.of(self.index.description.settings)
         self.created = int(time.time())
         # One thread runs every encoder call, searches' batches and embedding requests in
@@ -101,8 +103,9 @@ class SearchService:
         self.encoder_thread = ThreadPoolExecutor(1, thread_name_prefix="encoder")
         self.page = PAGE.read_text(encoding="utf-8")
         self.info = table_info(self.index, spec)
+        # batches of a power of two queries: the shapes the query encoder pads to
         self.batches = QueryBatches(self._search_blocking, spec.max_batch_size,
-                                    self.encoder_thread)
+                                    self.encoder_thread, powers_of_two=True)
         self._search_blocking([("warm up", 1)])  # the encoder's and the index's first call
 
     async def __call__(self, request: Request) -> Response:
@@ -282,5 +285,6 @@ def table_info(index, spec: ServiceSpec) -> dict:
             "search": ("exact, the vectors held in memory" if index.mode == "memory"
                        else "the table's index" if state and state.trained_rows
                        else "exact, in the table"),
+            "query_precision": index.query_precision.as_dict(),
             "nprobes": spec.nprobes or index.nprobes, "refine_factor": spec.refine_factor,
             "max_k": spec.limits.max_k, "max_queries": spec.limits.max_queries}
