@@ -61,6 +61,28 @@ class QueryEncoder:
         a zero row."""
         return self.encode_counted(texts)[0]
 
+    def warm_shapes(self, max_rows: int) -> int:
+        """Run the encoder once at its largest batch shape (`max_rows` queries of its longest
+        length) and at each common bucket shape of up to `max_rows` queries of up to 128
+        tokens (`shape_buckets.common_shapes`): a runtime's buffers and kernels built now, not
+        as queries meet them; returns how many shapes."""
+        import torch
+
+        from sentray.encode.shape_buckets import ShapeBuckets, common_shapes
+
+        encoder = self.actor.encoder
+        if encoder is None:  # a stand-in forward: nothing built per shape
+            return 0
+        # the largest batch first: the runtime's buffers are sized once, by it
+        shapes = [ShapeBuckets(self.plan.max_length).shape(max_rows, self.plan.max_length),
+                  *common_shapes(max_rows, min(128, self.plan.max_length))]
+        words = encoder.tokenize(["the city jury said the election was fair " * 64])[0]
+        with torch.inference_mode():
+            for rows, length in shapes:
+                ids = torch.tensor([words[:length - 1] + words[-1:]] * rows)  # (rows, length)
+                encoder.embed_tokens(ids, torch.ones_like(ids))
+        return len(shapes)
+
     def encode_counted(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:
         """`encode`'s vectors, and the tokens each text was encoded as (special tokens
         included, as the job counts them; a repeated text's copies count 0)."""

@@ -6,7 +6,8 @@ Why: OpenVINO's CPU plugin builds and keeps kernels for each input shape it meet
 hundreds of shapes: its replica grew 30% over 10,000 queries after its warm-up (issue 67,
 bench/results/serve-67-50k-mean-amd.json) as the cache filled. Rows padded up to a power of two
 and lengths up to a multiple of 8 (16 past 64 tokens, 32 past 128) leave a few dozen shapes
-for Brown-length queries, met in the first minutes and then reused.
+for Brown-length queries; a service builds the common ones when it starts (`common_shapes`),
+so that its memory does not grow as it meets them.
 
 What the padding does not change: the padded tokens have mask 0 (every pooling and the
 attention ignore them) and the padded rows copy the batch's first row and are dropped; a
@@ -37,6 +38,14 @@ def bucket_length(length: int, limit: int | None = None) -> int:
             rounded = -(-length // step) * step
             break
     return max(length, min(rounded, limit)) if limit else rounded
+
+
+def common_shapes(max_rows: int, max_length: int = LENGTH_STEPS[0][1]) -> list[tuple[int, int]]:
+    """The bucket shapes of batches of up to `max_rows` rows and `max_length` tokens (a
+    search's queries: Brown sentences are ~30 tokens), largest first."""
+    rows = sorted({bucket_rows(n) for n in range(1, max_rows + 1)}, reverse=True)
+    lengths = sorted({bucket_length(n) for n in range(1, max_length + 1)}, reverse=True)
+    return [(r, t) for r in rows for t in lengths]
 
 
 @dataclass(frozen=True)

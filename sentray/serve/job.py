@@ -41,7 +41,9 @@ HEALTH_CHECK_PERIOD_S = 2.0
 # A value in this job's environment wins; the replica gets it in its runtime env (any
 # cluster), the proxy only on a cluster this job starts.
 SERVE_LOOPS_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
-                   "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
+                   "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+                   "RAY_SERVE_USE_GRPC_BY_DEFAULT": "1",
+                   "RAY_SERVE_FREEZE_GC_ON_STARTUP": "1"}
 
 
 def run_serve(config: ServeConfig) -> None:
