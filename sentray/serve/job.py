@@ -34,10 +34,15 @@ TARGET_ONGOING_REQUESTS = 8
 # (bench/bench_serve_kill.py, issue 67); the check is a no-op call on the replica's loop.
 HEALTH_CHECK_PERIOD_S = 2.0
 # What Ray 2.60's RAY_SERVE_THROUGHPUT_OPTIMIZED sets, less direct ingress (which listens on
-# ports of its own, not --port): the replica runs our handler on its own event loop and the
-# proxy its router on its own, instead of each on a thread beside it. Issue 67 (AMD EPYC, 2
-# CPUs, 50,000 rows, back to back: bench/results/serve-67-loops-*.json): 32 clients 79.1 ->
-# 109.8 q/s; 16 clients 103.4 -> 107.1 and one client's p50 20.2 -> 20.4 ms, within the noise.
+# ports of its own, not --port) and its quieter logs (ours are one line a request): the
+# replica runs our handler on its own event loop and the proxy its router on its own, instead
+# of each on a thread beside it; the proxy calls the replica over gRPC rather than as a Ray
+# actor task; the garbage collector skips what the replica built at start-up. Issue 67 (AMD
+# EPYC, 2 CPUs, 50,000 rows, back to back: bench/results/serve-67-loops-*.json): the loops,
+# 32 clients 79.1 -> 109.8 q/s; 16 clients 103.4 -> 107.1 and one client's p50 20.2 -> 20.4
+# ms, within the noise; gRPC and the GC freeze (serve-67b-ab-*.json): one client's p50 16.4
+# -> 14.5 ms (the proxy and the hop 4.9 -> 3.4), 16 clients 147.8 -> 157.7 q/s, CPU a query
+# 10.9 -> 9.8 ms.
 # A value in this job's environment wins; the replica gets it in its runtime env (any
 # cluster), the proxy only on a cluster this job starts.
 SERVE_LOOPS_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",

@@ -69,3 +69,24 @@ def test_without_native_bf16_auto_is_exact_and_bf16_refused(description):
     assert search is exact and choice.precision == "exact" and "emulated" in choice.why
     with pytest.raises(ValueError, match="emulated"):
         query_encoders(description, "bf16", device="cpu")
+
+
+def test_warm_shapes_runs_the_largest_batch_then_the_common_shapes(description):
+    """A replica's query encoder meets its shapes at start-up: the largest batch (its buffers
+    sized once), then every bucket shape of up to 8 queries of up to 128 tokens."""
+    from sentray.bulk_embedding.query import QueryEncoder
+    from sentray.encode.shape_buckets import common_shapes
+
+    encoder = QueryEncoder(description, device="cpu")
+    forward, seen = encoder.actor.encoder.embed_tokens, []
+
+    def spy(ids, mask):
+        seen.append(tuple(ids.shape))
+        assert mask.all()  # no padding: a shape's own kernels, at full length
+        return forward(ids, mask)
+
+    encoder.actor.encoder.embed_tokens = spy
+    longest = encoder.plan.max_length
+    assert encoder.warm_shapes(8) == len(seen) == 1 + 4 * len({s[1] for s in seen[1:]})
+    assert seen[0] == (8, longest)
+    assert seen[1:] == common_shapes(8, min(128, longest))
