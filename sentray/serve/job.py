@@ -124,8 +124,24 @@ def start_service(config: ServeConfig) -> str:
                                for name, value in SERVE_LOOPS_ENV.items()}}},
         # our one line a request (service.py), not Serve's own access log beside it
         logging_config={"log_level": "INFO", "enable_access_log": False}, **scaling)
-    serve.run(deployment.bind(spec), name=APPLICATION, route_prefix="/")
+    try:
+        serve.run(deployment.bind(spec), name=APPLICATION, route_prefix="/")
+    except RuntimeError as exc:  # the replicas failed to start: say why in one line
+        raise ValueError(f"the service did not start: {replica_failure() or exc}") from None
     return f"http://{config.host}:{config.port}"
+
+
+def replica_failure() -> str | None:
+    """The last line of the error the replicas failed to start with (Serve's deployment status
+    holds their traceback; e.g. `--query-precision bf16` refused), if Serve says one."""
+    from ray import serve
+
+    try:
+        message = serve.status().applications[APPLICATION].deployments["SearchService"].message
+    except (KeyError, AttributeError):
+        return None
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[-1] if lines else None
 
 
 def check_port_free(host: str, port: int) -> None:
