@@ -110,7 +110,7 @@ def agreement(fp32: np.ndarray, bf16: np.ndarray) -> dict:
     a = fp32 / np.linalg.norm(fp32, axis=1, keepdims=True)
     b = bf16 / np.linalg.norm(bf16, axis=1, keepdims=True)
     cosine = (a * b).sum(1)
-    ranges = vectors.Ranges.of(a)
+    ranges = vectors.CodeBook.of(a)
     codes_a, codes_b = (vectors.to_output(v, "int8", ranges).astype(int) for v in (a, b))
     bits_a, bits_b = (vectors.to_output(v, "ubinary") for v in (a, b))
     differing_bits = np.unpackbits(bits_a ^ bits_b, axis=1).sum(1)

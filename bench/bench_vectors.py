@@ -61,7 +61,7 @@ def top_k(queries: np.ndarray, database: np.ndarray, dtype: str, k: int,
 
 
 def stored(floats: np.ndarray, dimension: int, dtype: str, normalize: bool,
-           ranges: vectors.Ranges | None) -> np.ndarray:
+           ranges: vectors.CodeBook | None) -> np.ndarray:
     out = vectors.truncate(floats, dimension)
     out = vectors.normalize(out) if normalize else out
     return vectors.to_output(out, dtype, ranges)
@@ -93,7 +93,7 @@ def main() -> None:
     rows = []
     for dim in [full if d == "full" else int(d) for d in args.dims.split(",")]:
         for dtype in DTYPES:
-            ranges = (vectors.Ranges.of(vectors.normalize(floats[:, :dim]) if normalize
+            ranges = (vectors.CodeBook.of(vectors.normalize(floats[:, :dim]) if normalize
                                         else floats[:, :dim]) if dtype == "int8" else None)
             corpus_stored = stored(floats, dim, dtype, normalize, ranges)
             a = stored(first, dim, dtype, normalize, ranges)

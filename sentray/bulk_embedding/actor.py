@@ -19,8 +19,9 @@ Every row gets a `status`:
 
 with a null embedding for null, empty and invalid_utf8. Identical texts are encoded once: within
 a block (the tokenizer marks the twins), and across the blocks an actor has seen (an LRU cache
-of `dedupe_cache_rows` pooled vectors, keyed by a 128-bit hash of the text); the rows that took
-a twin's vector are counted (`_copied`, summed into each part's metadata and the summary).
+of `dedupe_cache_rows` pooled vectors, keyed by a 128-bit hash of the text, which starts with
+the corpus rows the probe encoded with the plan's own runtime and precision, `EncoderPlan.probed`);
+the rows that took a twin's vector are counted (`_copied`, summed into each part's metadata and the summary).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from sentray.bulk_embedding.tokenizing import (
     STATUSES,
     TokenizeRows,
     TokenizerSpec,
+    text_key,
 )
 from sentray.corpus.actor_pool import ActorClock
 from sentray.encode.plan import EncoderPlan
@@ -62,7 +64,7 @@ class EmbedSpec:
 
     plan: EncoderPlan  # decided once, in the job's driver: every actor builds the same encoder
     vector: VectorConfig = field(default_factory=VectorConfig)  # for the plan (`job.stored_vector`)
-    ranges: vectors.Ranges | None = None  # int8/uint8: the code book every row is coded with
+    ranges: vectors.CodeBook | None = None  # int8/uint8: the code book every row is coded with
     metadata: dict | None = None  # the output files' schema metadata (what the vectors are)
     # each forward batch padded to one of a few shapes (`sentray.encode.shape_buckets`): a
     # query encoder's, which meets batches of every size and length
@@ -114,6 +116,9 @@ class EncodeTokens:
             self.forward = ShapeBuckets(spec.plan.max_length, pad_id).wrap(self.forward)
         self.batches = TokenBatches(pad_id, spec.plan.batch_size, spec.plan.max_tokens_per_batch)
         self.cache: OrderedDict[bytes, np.ndarray] = OrderedDict()  # key -> pooled (D,)
+        probed = spec.plan.probed if spec.stand_in is None else None
+        if probed is not None:  # the probe's rows, encoded by this very plan: not again
+            self.cache.update(zip(map(text_key, probed.texts), probed.vectors, strict=True))
         self.clock.ready()
 
     def __call__(self, table: pa.Table) -> pa.Table:

@@ -1,7 +1,7 @@
 """`EmbedConfig`: the bulk embedding job, and `VectorConfig`: the vector it stores (Matryoshka
 dimension, normalization, dtype, long texts, duplicates). Resources come from here, never from
 code; validated on construction. What depends on the model (its own normalization, its width)
-is decided by the job from its plan (`sentray.bulk_embedding.job.stored_vector`)."""
+is decided by the job from its plan (`sentray.bulk_embedding.job.as_planned`)."""
 
 from __future__ import annotations
 

@@ -68,11 +68,13 @@ def stored_vector(vector: VectorConfig, plan: EncoderPlan) -> VectorConfig:
     return vector
 
 
-def repeating(config: EmbedConfig, plan: EncoderPlan, vector: VectorConfig) -> EmbedConfig:
-    """The flags that repeat this run (what `_config.yaml` records): the read-out the plan
-    decided and the vector as stored, beside what was typed."""
-    return dataclasses.replace(config, vector=vector, encoder=dataclasses.replace(
-        config.encoder, pooling=plan.pooling, head=plan.head))
+def as_planned(config: EmbedConfig, plan: EncoderPlan) -> EmbedConfig:
+    """The config as `plan` runs it, the flags that repeat this run (what `_config.yaml`
+    records): the read-out the plan decided and the vector as stored (`stored_vector`), beside
+    what was typed. Everything after the plan reads these, never the typed values."""
+    return dataclasses.replace(config, vector=stored_vector(config.vector, plan),
+                               encoder=dataclasses.replace(config.encoder, pooling=plan.pooling,
+                                                           head=plan.head))
 
 
 # The code book of int8/uint8 output (each dimension's range, which its codes divide) is fixed
@@ -86,9 +88,9 @@ def repeating(config: EmbedConfig, plan: EncoderPlan, vector: VectorConfig) -> E
 
 
 def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-                      sources: list[Source]) -> tuple[vectors.Ranges, pa.Table | None]:
-    """Ranges of the vectors (truncated and normalized as `vector` says) of the input's first
-    `vector.code_book_rows` records, read and embedded in this process (on its GPU if it has
+                      sources: list[Source]) -> tuple[vectors.CodeBook, pa.Table | None]:
+    """The code book of the vectors (truncated and normalized as `vector` says) of the input's
+    first `vector.code_book_rows` records, read and embedded in this process (on its GPU if it has
     one; a plan for a GPU in a process without one runs in fp32 on its CPU), and those records
     as `EmbedBatch` made them (float32), to be written as the output's first rows; None where
     they are not the job's vectors (that fp32 stand-in of a GPU plan)."""
@@ -113,26 +115,28 @@ def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusCon
     floats = np.stack(embedded.column("embedding").to_numpy(zero_copy_only=False))
     logger.info("int8/uint8 code book measured on the %d texts embedded of the input's first "
                 "%d rows", len(floats), sample.num_rows)
-    return (vectors.Ranges.of(floats, source=f"the first {sample.num_rows} rows of the input"),
+    return (vectors.CodeBook.of(floats, source=f"the first {sample.num_rows} rows of the input"),
             table if ours else None)
 
 
 def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-              sources: list[Source], kept: vectors.Ranges | None, may_measure: bool = True,
-              where: Where = HERE) -> tuple[vectors.Ranges | None, pa.Table | None]:
-    """The code book of this run, and the rows it embedded when it was measured now (float32,
-    as `EmbedBatch` made them; else None). The code book: None unless int8/uint8; the user's
-    file; `kept`, the one the output's rows were written with; else, if `may_measure` (an
-    output that holds no rows), measured now on the input's first rows, where the encoders run
-    (`where`: a Ray task on a node of the cluster reads and encodes them there); else None (the
-    rows were not quantized with one: the settings check refuses the run, naming what
-    differs)."""
+              sources: list[Source], kept: vectors.CodeBook | None, may_measure: bool = True,
+              where: Where = HERE) -> tuple[vectors.CodeBook | None, pa.Table | None]:
+    """The code book of this run, and the rows it embedded when it was measured now, coded
+    with it as the output stores them (`coded_rows`; else None). The code book: None unless
+    int8/uint8; the user's file; `kept`, the one the output's rows were written with; else, if
+    `may_measure` (an output that holds no rows), measured now on the input's first rows, where
+    the encoders run (`where`: a Ray task on a node of the cluster reads and encodes them
+    there); else None (the rows were not quantized with one: the settings check refuses the
+    run, naming what differs)."""
     if vector.output_dtype not in vectors.SCALAR:
         return None, None
     if not vector.quantization_ranges:  # a kept book that does not fit: the settings differ
-        return (kept, None) if kept is not None or not may_measure else where.run(
-            measure_code_book, plan, vector, corpus, sources)
-    ranges = vectors.Ranges.read(vector.quantization_ranges)
+        if kept is not None or not may_measure:
+            return kept, None
+        ranges, floats = where.run(measure_code_book, plan, vector, corpus, sources)
+        return ranges, None if floats is None else coded_rows(floats, vector, ranges)
+    ranges = vectors.CodeBook.read(vector.quantization_ranges)
     dimension = vector.output_dimension(plan.dimension)
     if ranges.dimension != dimension:
         raise ValueError(f"the quantization ranges have {ranges.dimension} dimensions, the "
@@ -140,10 +144,10 @@ def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
     return ranges, None
 
 
-def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.Ranges,
-               metadata: dict) -> pa.Table:
+def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.CodeBook) -> pa.Table:
     """Rows `EmbedBatch` made as float32 (the code book's) as it makes them for this output:
-    coded with `ranges` into `vector.output_dtype`, with the output files' `metadata`."""
+    coded with `ranges` into `vector.output_dtype` (their schema metadata left out: the output
+    files' is set where they are written, `EmbedJob.before_rows`)."""
     column = floats.column("embedding").combine_chunks()  # fixed_size_list<float32>[D]
     width = column.type.list_size
     raw = column.values.slice(column.offset * width, len(column) * width).to_numpy(
@@ -152,11 +156,11 @@ def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.Ranges,
     stored = vectors.arrow_vectors(vectors.to_output(raw, vector.output_dtype, ranges),
                                    vector.output_dtype, valid)
     return floats.set_column(floats.column_names.index("embedding"), "embedding",
-                             stored).replace_schema_metadata(metadata)
+                             stored).replace_schema_metadata(None)
 
 
 def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-                   sources: list[Source], ranges: vectors.Ranges | None) -> dict:
+                   sources: list[Source], ranges: vectors.CodeBook | None) -> dict:
     """What the stored vectors depend on (the output's settings record): a rerun with any other
     value would mix two kinds of vector in one output. Only what changes a vector: the model by
     its files (its name or folder is recorded, not compared: `settings_record.comparable`), the
@@ -242,10 +246,10 @@ class EmbedJob(corpus_job.CorpusJob):
     """The embedding job on the corpus-job driver: `EmbedBatch` actors, one output folder."""
 
     name: ClassVar[str] = "embed"
-    config: EmbedConfig  # the flags that repeat the run (`repeating`)
+    config: EmbedConfig  # as planned: the flags that repeat the run (`as_planned`)
     plan: EncoderPlan  # the encoder every actor builds, decided in the driver
     output: EmbeddingOutput
-    ranges: vectors.Ranges | None  # int8/uint8: the code book
+    ranges: vectors.CodeBook | None  # int8/uint8: the code book
     metadata: dict  # every output file's schema metadata (`EmbeddingOutput.file_metadata`)
     first_rows: pa.Table | None = None  # rows the code book embedded, as stored: not redone
     stand_in: Forward | None = None  # benches and tests: a GPU of known speed (`EmbedSpec`)
@@ -276,13 +280,14 @@ class EmbedJob(corpus_job.CorpusJob):
         return summarize(folders[0], sources)
 
     def before_rows(self, folders: list[storage.Location]) -> dict[str, int]:
-        if self.plan.precision == "int8":  # the very model the rows (and queries) are made by
-            self.output.write_artefact(self.plan.artefact)
         if self.ranges is not None:
             self.output.write_code_book(self.config.vector.output_dtype, self.ranges)
+        if self.plan.precision == "int8":  # the very model the rows (and queries) are made by
+            self.output.write_artefact(self.plan.artefact)
         if self.first_rows is None or not self.first_rows.num_rows:
             return {}
-        part_files.write_block(self.route(folders), self.first_rows)
+        part_files.write_block(self.route(folders),
+                               self.first_rows.replace_schema_metadata(self.metadata))
         logger.info("the %d rows the code book embedded written as the output's first rows",
                     self.first_rows.num_rows)
         return part_files.value_counts(self.first_rows.column("source"))
@@ -294,7 +299,15 @@ class EmbedJob(corpus_job.CorpusJob):
 
     def model_folders(self) -> tuple[str, ...]:
         model = self.plan.model
-        return (model.location,) if model.kind == "folder" else ()
+        return (model.location,) if model.origin == "folder" else ()
+
+
+def probe_rows(sources: list[Source], corpus: CorpusConfig) -> list[str]:
+    """The corpus's first rows' texts, which the probe encodes (rows like the job's)."""
+    from sentray.precision.probe import PROBE_SAMPLE_ROWS
+
+    table = first_records(sources, corpus, PROBE_SAMPLE_ROWS)
+    return [t for t in table.column("text").to_pylist() if t] if table.num_columns else []
 
 
 def where_actors_run(pool: ActorPoolConfig, rows: int) -> Where:
@@ -316,26 +329,24 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     rows = sum(estimate_rows(s) for s in sources)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
-    plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept)
-    vector = stored_vector(config.vector, plan)
+    plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept,
+                        corpus=lambda: probe_rows(sources, config.corpus))
+    config = as_planned(config, plan)
     rows_per_file = config.rows_per_file
     if rows_per_file is None:
-        rows_per_file = default_rows_per_file(vector.output_dimension(plan.dimension),
-                                              vector.output_dtype)
+        rows_per_file = default_rows_per_file(config.vector.output_dimension(plan.dimension),
+                                              config.vector.output_dtype)
     # int8/uint8: the code book the rows were written with, else one measured now (minutes of
     # encoding on a CPU), but never for an output that holds rows, which the settings check
     # then refuses (another dtype, or its code book lost)
     started = time.perf_counter()  # the code book's rows are this run's: timed from here
-    ranges, measured_on = code_book(plan, vector, config.corpus, sources,
-                                    kept=output.code_book() if kept else None,
-                                    may_measure=kept is None, where=where)
-    settings = embed_settings(plan, vector, config.corpus, sources, ranges)
-    metadata = output.file_metadata(settings, ranges)
+    ranges, first_rows = code_book(plan, config.vector, config.corpus, sources,
+                                   kept=output.code_book() if kept else None,
+                                   may_measure=kept is None, where=where)
+    settings = embed_settings(plan, config.vector, config.corpus, sources, ranges)
     return corpus_job.run_corpus_job(EmbedJob(
-        config=repeating(config, plan, vector), plan=plan, output=output,
-        folders=(config.output,), settings=settings, sources=sources,
-        rows_per_file=rows_per_file or None, ranges=ranges, metadata=metadata,
-        in_process=where.cpus is None, started=started if measured_on is not None else None,
-        first_rows=None if measured_on is None else coded_rows(measured_on, vector, ranges,
-                                                               metadata),
+        config=config, plan=plan, output=output, folders=(config.output,), settings=settings,
+        sources=sources, rows_per_file=rows_per_file or None, ranges=ranges,
+        metadata=output.file_metadata(settings, ranges), in_process=where.cpus is None,
+        started=started if first_rows is not None else None, first_rows=first_rows,
         stand_in=stand_in))

@@ -103,9 +103,9 @@ class EmbeddingDescription:
         return self.dtype in vectors.SCALAR
 
     @functools.cached_property
-    def ranges(self) -> vectors.Ranges | None:
+    def ranges(self) -> vectors.CodeBook | None:
         """The code book (int8/uint8 outputs), as the embedding job quantized with it."""
-        return None if self.code_book is None else vectors.Ranges.from_json(self.code_book)
+        return None if self.code_book is None else vectors.CodeBook.from_json(self.code_book)
 
     def vector_type(self) -> pa.DataType:
         """An index table's vector column (int8/uint8 dequantized to float32)."""
@@ -161,12 +161,12 @@ class EmbeddingOutput(OutputFolder):
 
     # -- the code book ------------------------------------------------------------------------
 
-    def code_book(self) -> vectors.Ranges | None:
+    def code_book(self) -> vectors.CodeBook | None:
         """The ranges the rows were quantized with, if the folder records any."""
         record = self.read_json(self.CODE_BOOK)
-        return None if record is None else vectors.Ranges.from_json(record["ranges"])
+        return None if record is None else vectors.CodeBook.from_json(record["ranges"])
 
-    def write_code_book(self, dtype: str, ranges: vectors.Ranges) -> None:
+    def write_code_book(self, dtype: str, ranges: vectors.CodeBook) -> None:
         self.write_bytes(self.CODE_BOOK, json.dumps({
             "dtype": dtype, "dimension": ranges.dimension, "formula": CODE_BOOK_FORMULA,
             "ranges": ranges.to_json()}, indent=1).encode())
@@ -200,7 +200,7 @@ class EmbeddingOutput(OutputFolder):
 
     # -- the files ----------------------------------------------------------------------------
 
-    def file_metadata(self, settings: dict, ranges: vectors.Ranges | None) -> dict:
+    def file_metadata(self, settings: dict, ranges: vectors.CodeBook | None) -> dict:
         """Every output file's schema metadata: the settings the vectors were made with and,
         for int8/uint8, the code book itself."""
         return EmbeddingDescription(settings, ranges.to_json() if ranges is not None else None,

@@ -52,7 +52,7 @@ class QueryEncoder:
         return self.description.settings
 
     @property
-    def ranges(self) -> vectors.Ranges | None:
+    def ranges(self) -> vectors.CodeBook | None:
         """The code book of the rows (the description's)."""
         return self.description.ranges
 

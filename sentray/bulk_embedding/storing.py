@@ -31,7 +31,7 @@ class StoreSpec:
 
     vector: VectorConfig  # as the plan's model makes it (`job.stored_vector`)
     dimension: int  # the model's (before --truncate-dim)
-    ranges: vectors.Ranges | None = None  # int8/uint8: the code book every row is coded with
+    ranges: vectors.CodeBook | None = None  # int8/uint8: the code book every row is coded with
     metadata: dict | None = None  # the output files' schema metadata (what the vectors are)
 
 

@@ -4,7 +4,7 @@ and the output dtype, as pure numpy functions (N rows, D dimensions).
     pooled (N, D) float32 -> truncate to the first d dims -> L2-normalize -> quantize
 
 int8/uint8 is scalar quantization per dimension with ranges fixed before any row is written
-(`Ranges`): the code of x in dimension j is clip(floor((x - min_j) / step_j), 0, 255) with
+(`CodeBook`): the code of x in dimension j is clip(floor((x - min_j) / step_j), 0, 255) with
 step_j = (max_j - min_j) / 255 (1 where max_j == min_j), minus 128 for int8, in float32. That is
 sentence-transformers' `quantize_embeddings(..., ranges=...)` to the bit (tested), and what a
 query must go through to be compared with the stored codes. binary/ubinary keep one bit per
@@ -47,8 +47,10 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Ranges:
-    """Per-dimension [min, max] of int8/uint8 quantization: one code book for a whole corpus."""
+class CodeBook:
+    """The code book of int8/uint8 quantization: each dimension's range [minimum, maximum],
+    one for a whole corpus (a `--quantization-ranges` file, sentence-transformers' `ranges`;
+    an output keeps its own as `_quantization.json`)."""
 
     minimum: np.ndarray  # (D,) float32
     maximum: np.ndarray  # (D,) float32
@@ -56,7 +58,7 @@ class Ranges:
     source: str = ""  # where they came from, for the record
 
     @classmethod
-    def of(cls, vectors: np.ndarray, source: str = "") -> Ranges:
+    def of(cls, vectors: np.ndarray, source: str = "") -> CodeBook:
         """The ranges of a calibration sample (N, D)."""
         if len(vectors) < 2:
             raise ValueError(f"int8/uint8 ranges need at least 2 calibration vectors, got "
@@ -82,15 +84,15 @@ class Ranges:
                 "rows": self.rows, "source": self.source}
 
     @classmethod
-    def from_json(cls, values: dict) -> Ranges:
+    def from_json(cls, values: dict) -> CodeBook:
         return cls(np.asarray(values["minimum"], np.float32),
                    np.asarray(values["maximum"], np.float32), int(values.get("rows", 0)),
                    str(values.get("source", "")))
 
     @classmethod
-    def read(cls, path: str | Path) -> Ranges:
-        """Ranges from a file: the `ranges` of a job's `_quantization.json`, a JSON object with
-        `minimum` and `maximum` lists, or a (2, D) array saved with `np.save` (.npy)."""
+    def read(cls, path: str | Path) -> CodeBook:
+        """A code book from a file: the `ranges` of a job's `_quantization.json`, a JSON object
+        with `minimum` and `maximum` lists, or a (2, D) array saved with `np.save` (.npy)."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"quantization ranges file {path} does not exist")
@@ -112,7 +114,7 @@ class Ranges:
         return ranges
 
 
-def scalar_quantize(vectors: np.ndarray, ranges: Ranges, dtype: Literal["int8", "uint8"]
+def scalar_quantize(vectors: np.ndarray, ranges: CodeBook, dtype: Literal["int8", "uint8"]
                     ) -> np.ndarray:
     """int8/uint8 codes (N, D) of float vectors (N, D) with the given ranges."""
     starts = ranges.minimum.astype(np.float32, copy=False)
@@ -122,7 +124,7 @@ def scalar_quantize(vectors: np.ndarray, ranges: Ranges, dtype: Literal["int8", 
     return codes.astype(np.uint8) if dtype == "uint8" else (codes - 128).astype(np.int8)
 
 
-def scalar_dequantize(codes: np.ndarray, ranges: Ranges) -> np.ndarray:
+def scalar_dequantize(codes: np.ndarray, ranges: CodeBook) -> np.ndarray:
     """The float vectors (N, D) float32 that int8/uint8 codes (N, D) stand for: each code's
     bin's middle, min_j + (code + 0.5) * step_j (the inverse of `scalar_quantize` to within
     half a step); min_j itself in a dimension whose range is a single value."""
@@ -143,7 +145,7 @@ def stored_width(dimension: int, dtype: OutputDtype) -> int:
     return (dimension + 7) // 8 if dtype in PACKED else dimension
 
 
-def to_output(vectors: np.ndarray, dtype: OutputDtype, ranges: Ranges | None = None
+def to_output(vectors: np.ndarray, dtype: OutputDtype, ranges: CodeBook | None = None
               ) -> np.ndarray:
     """Float vectors (N, D), already truncated and normalized as configured, as stored."""
     if dtype in SCALAR:

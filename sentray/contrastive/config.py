@@ -1,6 +1,6 @@
 """`TrainConfig`: one SIFTER-SimCSE or unsupervised SimCSE training run, validated on
 construction (before any cluster resource is requested); `resolved()` takes the objective's
-paper settings and the run's name, `repeating(plan)` the read-out the encoder's plan decided."""
+paper settings and the run's name, `as_planned(plan)` the read-out the encoder's plan decided."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ class TrainConfig:
         """This config with the objective's paper settings and the run's name: dropout and lr,
         when not given, are the objective's paper's (`PAPER_SETTINGS`: SIFTER 0.15 and 1e-5,
         SimCSE 0.1 and 3e-5); the CPUs per worker (`default_cpus`); the name defaults to the
-        objective. What depends on the model is the plan's (`repeating`)."""
+        objective. What depends on the model is the plan's (`as_planned`)."""
         paper = PAPER_SETTINGS[self.objective]
         cluster = self.cluster
         if cluster.cpus_per_worker is None:
@@ -149,7 +149,7 @@ class TrainConfig:
             dropout=paper.dropout if self.dropout is None else self.dropout,
             lr=paper.lr if self.lr is None else self.lr, name=self.name or self.objective)
 
-    def repeating(self, plan: EncoderPlan) -> TrainConfig:
+    def as_planned(self, plan: EncoderPlan) -> TrainConfig:
         """The flags that repeat this run, as its records keep them: the read-out the encoder's
         plan decided (the one asked for, else the model's own, else [CLS]: `plan_encoder` with
         the trainer's default) and the MLP, when not given, on unless the pooling is the

@@ -21,7 +21,7 @@ from sentray.encode.plan import EncoderPlan
 from sentray.kit import storage
 from sentray.kit.output_folder import OutputFolder
 from sentray.kit.settings_record import read_settings
-from sentray.training.plan import StepPlan
+from sentray.training.steps import StepPlan
 
 SORT_ROWS = 200_000  # rows per partition of the epoch shuffle's sort
 COVERAGE_ROWS = 50_000  # rows the backbone coverage looks at (a seeded sample beyond)

@@ -33,7 +33,7 @@ from sentray.kit import config_files, storage
 from sentray.kit.settings_record import differences, mixing_error, read_settings, write_settings
 from sentray.precision.plan import Where, plan_encoder
 from sentray.training import ray_train
-from sentray.training.plan import StepPlan
+from sentray.training.steps import StepPlan
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def plan_run(config: TrainConfig) -> tuple[TrainConfig, EncoderPlan]:
     config = config.resolved()
     encoder = plan_encoder(config.encoder, default_pooling="cls_before_pooler", where=Where(
         cpus=config.cluster.cpus_per_worker, gpus=1.0 if config.cluster.use_gpu else 0.0))
-    return config.repeating(encoder), encoder
+    return config.as_planned(encoder), encoder
 
 
 # What a trained model depends on: a rerun into the same --output/--name that changes any of

@@ -44,8 +44,8 @@ from sentray.evaluation import sts
 from sentray.evaluation.senteval import PairSet
 from sentray.kit import storage
 from sentray.training.keep_best import EvalHistory
-from sentray.training.plan import StepPlan, step_seed
 from sentray.training.ray_train import worker_setup
+from sentray.training.steps import StepPlan, step_seed
 
 logger = logging.getLogger(__name__)
 

@@ -126,22 +126,22 @@ BlockFunction = Callable[[pa.Table], pa.Table]  # the reader's records -> the jo
 
 @dataclass(frozen=True)
 class CpuStep(Generic[S]):
-    """A CPU step on Ray around a job's actors: `kind(spec)` called on each block. Ahead of the
-    actors it runs in actors of its own (`execution.step_actors`, `num_cpus` each); after them,
-    in the write tasks, built once per worker process (`run_step`)."""
+    """A CPU step on Ray around a job's actors: `callable_class(spec)` called on each block.
+    Ahead of the actors it runs in actors of its own (`execution.step_actors`, `num_cpus` each);
+    after them, in the write tasks, built once per worker process (`run_step`)."""
 
-    kind: Callable[[S], BlockFunction]
+    callable_class: Callable[[S], BlockFunction]
     spec: S
     num_cpus: float = 1.0
     # what a worker process keeps the built step under: one value per job (made in the driver)
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def build(self) -> BlockFunction:
-        return self.kind(self.spec)
+        return self.callable_class(self.spec)
 
     @property
     def name(self) -> str:
-        return getattr(self.kind, "__name__", "step")
+        return getattr(self.callable_class, "__name__", "step")
 
 
 _BUILT_STEPS: dict[str, BlockFunction] = {}  # a Ray worker's built steps, by `CpuStep.key`
@@ -157,21 +157,21 @@ def run_step(batch: pa.Table, step: CpuStep) -> pa.Table:
 
 @dataclass(frozen=True)
 class ActorPlan(Generic[S]):
-    """The actor every block of rows goes through: `kind(spec)`, built once per actor (on Ray,
-    `kind` is the Ray Data callable class, and the actor's process is named after it), then
-    called on each block. `spec` is the one typed value it is built from. On Ray, `before` and
+    """The actor every block of rows goes through: `callable_class(spec)` (Ray Data's callable
+    class), built once per actor (on Ray, the actor's process is named after it), then called on
+    each block. `spec` is the one typed value it is built from. On Ray, `before` and
     `after` are CPU steps of their own around it (Ray tasks: the embedding job's tokenizer and
     its vector store around an encoder actor that holds a GPU); in the job's own process the
     steps and the actor run one after the other (`build`)."""
 
-    kind: Callable[[S], BlockFunction]
+    callable_class: Callable[[S], BlockFunction]
     spec: S
     before: tuple[CpuStep, ...] = ()
     after: tuple[CpuStep, ...] = ()
 
     def build(self) -> BlockFunction:
         """The steps and the actor as one function, in this process."""
-        actor = self.kind(self.spec)
+        actor = self.callable_class(self.spec)
         if not self.before and not self.after:
             return actor
         return InOneProcess([s.build() for s in self.before], actor,

@@ -12,7 +12,6 @@ import json
 import logging
 import posixpath
 import time
-import uuid
 from collections.abc import Sequence
 
 import pyarrow.parquet as pq
@@ -49,10 +48,10 @@ def merge_parts(parts: list[Part]) -> str:
     """Write `parts` (consecutive, in one folder) as one file named by their whole run, then
     delete them; returns its path. Reads and writes one part at a time (memory: one part)."""
     folder, first, end = parts[0].folder, parts[0].first, parts[-1].end
-    target = posixpath.dirname(parts[0].path)
-    final = posixpath.join(target, part_name(first, end, parts[0].total))
-    temporary = final if folder.is_s3 else posixpath.join(target, f".tmp-{uuid.uuid4().hex}")
-    with folder.filesystem.open_output_stream(temporary) as out:
+    final = posixpath.join(posixpath.dirname(parts[0].path),
+                           part_name(first, end, parts[0].total))
+    whole = storage.written_whole(storage.Location(folder.filesystem, final, final))
+    with whole as path, folder.filesystem.open_output_stream(path) as out:
         writer = None
         for part in parts:
             with folder.filesystem.open_input_file(part.path) as handle:
@@ -66,8 +65,6 @@ def merge_parts(parts: list[Part]) -> str:
         counted = [name for name in COUNTED_COLUMNS if name in writer.schema.names]
         writer.add_key_value_metadata({COUNTS_KEY: json.dumps(read_counts(parts, counted))})
         writer.close()
-    if temporary != final:
-        folder.filesystem.move(temporary, final)
     remove_parts(parts)
     return final
 

@@ -39,6 +39,7 @@ from sentray.corpus.actor_pool import (
     block_rows,
     in_process_calls,
     run_step,
+    take,
 )
 from sentray.corpus.reading import corpus_datasource, read_task, read_tasks
 from sentray.corpus.sources import CorpusConfig
@@ -92,11 +93,11 @@ def run_actor_pool(pending: Sequence, corpus: CorpusConfig, actor: ActorPlan,
                                        override_num_blocks=len(read_tasks(work, corpus)))
     dataset = dataset.repartition(target_num_rows_per_block=rows)
     for step in actor.before:  # CPU steps ahead of the actors (tokenizing), in actors of their own
-        dataset = dataset.map_batches(step.kind, fn_constructor_args=(step.spec,), batch_size=None,
-                                      batch_format="pyarrow", num_cpus=step.num_cpus,
-                                      compute=step_actors(pool))
+        dataset = dataset.map_batches(step.callable_class, fn_constructor_args=(step.spec,),
+                                      batch_size=None, batch_format="pyarrow",
+                                      num_cpus=step.num_cpus, compute=step_actors(pool))
     dataset = dataset.map_batches(
-        actor.kind,
+        actor.callable_class,
         fn_constructor_args=(actor.spec,),
         batch_size=rows,
         batch_format="pyarrow",
@@ -181,7 +182,11 @@ def run_in_process(pending: Sequence, corpus: CorpusConfig, plan: ActorPlan,
     started = time.time()
     first, rows = in_process_calls(pool)
     corpus = dataclasses.replace(corpus, rows_per_block=rows)
-    actor = plan.build()
+    built = plan.build()
+
+    def actor(block: pa.Table) -> pa.Table:  # its moments are read from its clock, below
+        return take(built(block))[0]
+
     buffered: list[pa.Table] = []
     first_write = None
     work = [(item.source, item.runs) for item in pending]
@@ -200,7 +205,7 @@ def run_in_process(pending: Sequence, corpus: CorpusConfig, plan: ActorPlan,
         part_files.write_block(route, actor(pa.concat_tables(block,
                                                              promote_options="permissive")))
         first_write = first_write or time.time()
-    clock = getattr(actor, "clock", None)  # the actor's moments, where it keeps them
+    clock = getattr(built, "clock", None)  # the actor's moments, where it keeps them
     timings = {"in_process": True, "rows_per_block": rows, "first_part_at": first_write,
                "first_part": round(first_write - started, 2) if first_write else None,
                "pipeline": round(time.time() - started, 2),

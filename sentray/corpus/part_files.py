@@ -7,18 +7,16 @@ A job that splits rows between folders (kept rows to the output, rejected ones t
 folder) writes each run of rows once per folder, every part named by the whole run and `-rows-<n>`
 saying how many of its rows that folder holds; so a filter does not shatter the output into a
 file per gap. Which runs are done, and what a rerun still has to write, is read from the names
-alone (`sentray.corpus.source_runs`). Writes are atomic: local parts are renamed into place, S3
-objects appear whole.
+alone (`sentray.corpus.source_runs`). A part is written whole (`storage.written_whole`: local
+parts are renamed into place, S3 objects appear whole).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import posixpath
 import re
 import time
-import uuid
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,6 +34,11 @@ COUNTS_KEY = b"sentray.counts"  # a part's counts of flagged rows, in its Parque
 # Columns whose value counts each part also keeps in its metadata, so that a job's summary reads
 # only the parts' footers: embed's `status`, augment's `backbone_source` and `reject_reason`.
 COUNTED_COLUMNS = ("status", "backbone_source", "reject_reason")
+# The embedding actors' per-row counters (a copied twin's vector, tokens encoded): each part
+# keeps their sums as its counts (`read_counts`: "copied", "tokens") and not the columns. They
+# are named here, not by a prefix: any other column is written as it is, whatever its name (a
+# column `_x` of a user's is data like any other).
+SUMMED_COLUMNS = {"_copied": "copied", "_tokens": "tokens"}
 # Footers read at once by `read_counts` (S3: a HEAD and a ranged GET each: latency, not bytes).
 READ_THREADS = 16
 PART_NAME = re.compile(r"^part-(\d+)-(\d+)-of-(\d+)(?:-rows-(\d+))?\.parquet$")
@@ -56,33 +59,36 @@ def part_name(first_row: int, end_row: int, total: int, rows: int | None = None)
 def write_part(folder: storage.Location, source_key: str, table: pa.Table,
                run: tuple[int, int] | None = None) -> None:
     """Write rows of one source that fall in the run [first, end) of its rows (default: the
-    table is the whole run); `source_rows` is dropped, and so is every column named `_x`
-    (a per-row flag of the actor's), whose sum goes into the file's metadata as count `x`
-    (`read_counts`), next to the value counts of its COUNTED_COLUMNS. The table's own schema
-    metadata is kept."""
+    table is the whole run); `source_rows` is dropped, and so are the SUMMED_COLUMNS, whose sums
+    go into the file's metadata as counts (`read_counts`), next to the value counts of its
+    COUNTED_COLUMNS; every other column is written. The table's own schema metadata is
+    kept."""
     rows = table.column("row")
     first, end = run or (rows[0].as_py(), rows[-1].as_py() + 1)
     total = table.column("source_rows")[0].as_py()
     assert first <= rows[0].as_py() and rows[-1].as_py() < end, "rows outside their run"
-    target = folder.join(source_key)
-    final = posixpath.join(target.path, part_name(first, end, total, table.num_rows))
-    folder.filesystem.create_dir(target.path, recursive=True)
-    flags = [name for name in table.column_names if name.startswith("_")]
-    counts: dict = {name[1:]: int(pc.sum(table.column(name)).as_py() or 0) for name in flags}
+    file_name = part_name(first, end, total, table.num_rows)
+    flags = [name for name in SUMMED_COLUMNS if name in table.column_names]
+    counts: dict = {SUMMED_COLUMNS[name]: int(pc.sum(table.column(name)).as_py() or 0)
+                    for name in flags}
     for name in COUNTED_COLUMNS:
         if name in table.column_names:
             counts[name] = value_counts(table.column(name))
-    table, _ = actor_pool.take(table.drop_columns(["source_rows", *flags]))
+    table = table.drop_columns(["source_rows", *flags])
     if counts:
         metadata = dict(table.schema.metadata or {})
         metadata[COUNTS_KEY] = json.dumps(counts).encode()
         table = table.replace_schema_metadata(metadata)
-    if folder.is_s3:
-        pq.write_table(table, final, filesystem=folder.filesystem)
-        return
-    temporary = posixpath.join(target.path, f".tmp-{uuid.uuid4().hex}")
-    pq.write_table(table, temporary, filesystem=folder.filesystem)
-    folder.filesystem.move(temporary, final)
+    _write(folder, source_key, file_name, table)
+
+
+def _write(folder: storage.Location, source_key: str, file_name: str, table: pa.Table) -> None:
+    """`table` as the part `file_name` of the source `source_key` in `folder`, written whole
+    (`storage.written_whole`)."""
+    target = folder.join(source_key)
+    folder.filesystem.create_dir(target.path, recursive=True)
+    with storage.written_whole(target.join(file_name)) as path:
+        pq.write_table(table, path, filesystem=folder.filesystem)
 
 
 def consecutive_runs(rows: np.ndarray) -> list[tuple[int, int]]:
@@ -149,10 +155,7 @@ def make_sink(route: Route):
 
 def write_empty_source(folder: storage.Location, source: Source, schema: pa.Schema) -> None:
     """A 0-row input still gets its (empty) part, so that it counts as done."""
-    target = folder.join(source.key)
-    folder.filesystem.create_dir(target.path, recursive=True)
-    pq.write_table(schema.empty_table(), posixpath.join(target.path, part_name(0, 0, 0)),
-                   filesystem=folder.filesystem)
+    _write(folder, source.key, part_name(0, 0, 0), schema.empty_table())
 
 
 def value_counts(values: pa.ChunkedArray | pa.Array) -> dict[str, int]:

@@ -19,7 +19,6 @@ logger = logging.getLogger(__name__)
 
 # Architectures whose self-attention is `encoder.layer[l].attention.self.{query,key}` with plain
 # absolute positions, so one head's attention can be recomputed from the layer input (fast Ditto).
-BERT_FAMILY = frozenset({"bert", "roberta", "xlm-roberta", "electra", "camembert"})
 
 # config fields that hold a dropout probability, across architectures
 DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",

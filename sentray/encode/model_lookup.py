@@ -36,13 +36,13 @@ class ResolvedModel:
     sentray takes. A job resolves its model once, in its config's `resolved()`, and the resolved
     object travels with the config to the driver's checks, the settings record and the actors.
 
-    `kind`: "folder" (a local directory, `location` its absolute path on the driver), "packaged"
+    `origin`: "folder" (a local directory, `location` its absolute path on the driver), "packaged"
     (a model shipped in a Python package, `location` "package:subdirectory": its path is found
     in each process's own environment, since the head's site-packages need not be a worker
     node's) or "hub" (`location` the Hugging Face id, downloaded and cached by each process)."""
 
     name: str  # as the user gave it
-    kind: Literal["folder", "packaged", "hub"]
+    origin: Literal["folder", "packaged", "hub"]
     location: str
     # what its files say (`model_files.model_facts`) and their digest (`fingerprint`), each
     # read once, when first asked for, then carried with it
@@ -65,7 +65,7 @@ class ResolvedModel:
 
     @property
     def is_local(self) -> bool:
-        return self.kind != "hub"
+        return self.origin != "hub"
 
     @property
     def path(self) -> str:
@@ -73,9 +73,9 @@ class ResolvedModel:
         the driver's absolute path in this process (a worker node's copy of the job's
         `--working-dir` upload, unpacked elsewhere) is the relative path from this process's
         working directory, as it was before the lookup moved to the driver."""
-        if self.kind == "packaged":
+        if self.origin == "packaged":
             return str(_packaged_dir(*self.location.split(":", 1)))
-        if self.kind == "folder" and not os.path.isdir(self.location):
+        if self.origin == "folder" and not os.path.isdir(self.location):
             relative = Path(self.name).expanduser()
             if not relative.is_absolute() and relative.is_dir():
                 return str(relative.resolve())

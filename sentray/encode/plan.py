@@ -21,10 +21,17 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from sentray.encode.config import EncoderConfig
 from sentray.encode.model_files import checked_model, model_facts
 from sentray.encode.model_lookup import ResolvedModel, located_model
-from sentray.encode.pooling_catalog import DITTO_DEFAULT_HEADS, DITTO_POOLINGS, parse_head
+from sentray.encode.pooling_catalog import (
+    DITTO_DEFAULT_HEADS,
+    DITTO_POOLINGS,
+    decided_ditto_impl,
+    parse_head,
+)
 from sentray.encode.runtimes import registry
 
 
@@ -57,6 +64,16 @@ class Artefact:
         return cls(**{"kind": "onnx-int8", **record}, data=data)
 
 
+@dataclass(frozen=True, eq=False)
+class ProbedRows:
+    """Rows the probe encoded with the runtime and precision it chose: their texts and pooled
+    vectors (R, D) float32, exactly what the plan's encoder gives them. The job's encoders take
+    these vectors rather than encode the rows again."""
+
+    texts: tuple[str, ...]
+    vectors: np.ndarray
+
+
 @dataclass(frozen=True)
 class EncoderPlan:
     """What an encoder will be. Frozen, decided before any encoder exists (`model_plan`,
@@ -73,12 +90,14 @@ class EncoderPlan:
     device: str  # cpu, cuda, cuda:N; auto: decided by the process that builds it
     batch_size: int
     max_tokens_per_batch: int | None
-    ditto_impl: str
+    ditto_impl: str  # a Ditto pooling's path, decided: fast or eager (`decided_ditto_impl`)
     precision: str = "fp32"  # fp32 | bf16 | fp16 | int8
     runtime: str = "torch"  # a registered runtime (`sentray.encode.runtimes.registry`)
     why: str = "asked for"  # why this precision (auto: what decided it)
     measured: tuple[dict, ...] = ()  # auto: each candidate's speed and cosine to fp32
     artefact: Artefact | None = None  # the runtime's prepared model, when it needs one
+    # auto on a corpus's rows: the ones the probe encoded with what it chose (not recorded)
+    probed: ProbedRows | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         kind = registry.artefact_kind(self.runtime, self.precision)
@@ -99,14 +118,14 @@ class EncoderPlan:
         return parse_head(self.head) if self.head else None
 
     def running(self, precision: str, *, why: str, runtime: str | None = None,
-                artefact: Artefact | None = None,
-                measured: tuple[dict, ...] = ()) -> EncoderPlan:
+                artefact: Artefact | None = None, measured: tuple[dict, ...] = (),
+                probed: ProbedRows | None = None) -> EncoderPlan:
         """This plan in `precision` on `runtime` (default: the precision's, the registry's),
         with the artefact that runtime runs."""
         return dataclasses.replace(self, precision=precision,
                                    runtime=runtime or registry.default_runtime(precision),
-                                   why=why,
-                                   artefact=artefact, measured=tuple(measured))
+                                   why=why, artefact=artefact, measured=tuple(measured),
+                                   probed=probed)
 
     def record(self) -> dict[str, Any]:
         """The plan as a summary records it: the model, read-out, lengths, precision, runtime,
@@ -123,20 +142,23 @@ def model_plan(config: EncoderConfig, *, default_pooling: str = "last_avg",
                module: Any = None) -> EncoderPlan:
     """The model's part of the plan, in fp32 on torch: the model looked up and checked (a
     broken folder fails here, named), its facts read once; the read-out (`read_out`); the
-    length asked for, else the model's own. `module`: a model handed in (tests, the trainer's
-    evaluator), whose width is the vector's."""
+    length asked for, else the model's own; a Ditto pooling's path (fast or eager, for the
+    model's family). `module`: a model handed in (tests, the trainer's evaluator), whose width
+    and family are the plan's."""
     model = located_model(config.model)
     model = checked_model(model)
     facts = model_facts(model)
     pooling, head = read_out(config, facts.pooling, facts.head, default_pooling)
-    dimension = (int(module.config.hidden_size) if module is not None and
-                 hasattr(module, "config") else facts.dimension)
+    handed = getattr(module, "config", None)  # a model handed in: its own width and family
+    dimension = int(handed.hidden_size) if handed is not None else facts.dimension
+    model_type = getattr(handed, "model_type", None) if handed is not None else facts.model_type
     return EncoderPlan(
         model=model, pooling=pooling, head=head,
         max_length=config.max_length or facts.max_length, model_max_length=facts.max_length,
         dimension=dimension, normalize=facts.normalize, own_pooling=facts.pooling,
         device=config.device, batch_size=config.batch_size,
-        max_tokens_per_batch=config.max_tokens_per_batch, ditto_impl=config.ditto_impl)
+        max_tokens_per_batch=config.max_tokens_per_batch,
+        ditto_impl=decided_ditto_impl(pooling, config.ditto_impl, model_type))
 
 
 def read_out(config: EncoderConfig, own_pooling: str | None, own_head: str | None,

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sentray.encode import model_files, model_loading, model_lookup
+from sentray.encode import model_loading, model_lookup
 from sentray.encode.pooling import attention_diagonal, masked_mean, pool
 from sentray.encode.pooling_catalog import (
     DITTO_POOLINGS,
@@ -25,27 +25,16 @@ from sentray.encode.pooling_catalog import (
     WORD_EMBEDDING_POOLINGS,
     DittoImpl,
     parse_head,
+    use_fast_ditto,
 )
 
 
-def use_fast_ditto(pooling: str, ditto_impl: DittoImpl, model_type: str | None) -> bool:
-    """Whether a model of `model_type` pools `pooling` (a canonical name) with the fast Ditto
-    path: a Ditto pooling on a BERT-family model unless `ditto_impl` is eager; ValueError for
-    fast on another family."""
-    if pooling not in DITTO_POOLINGS or ditto_impl == "eager":
-        return False
-    supported = model_type in model_loading.BERT_FAMILY
-    if ditto_impl == "fast" and not supported:
-        raise ValueError(f"fast Ditto supports {sorted(model_loading.BERT_FAMILY)} encoders, "
-                         f"not {model_type!r}; use ditto_impl='eager'")
-    return supported
-
-
-def attention_implementation(pooling: str, ditto_impl: DittoImpl,
-                             model_type: str | None) -> str | None:
-    """"eager" where the pooling reads attention maps, else None (transformers' choice)."""
-    ditto = pooling in DITTO_POOLINGS
-    return "eager" if ditto and not use_fast_ditto(pooling, ditto_impl, model_type) else None
+def attention_implementation(pooling: str, ditto_impl: DittoImpl) -> str | None:
+    """"eager" where the pooling reads attention maps (a Ditto pooling on the eager path, as
+    the plan decided it: `pooling_catalog.decided_ditto_impl`), else None (transformers'
+    choice)."""
+    assert pooling not in DITTO_POOLINGS or ditto_impl != "auto", "the plan decides the path"
+    return "eager" if pooling in DITTO_POOLINGS and ditto_impl == "eager" else None
 
 
 class PooledEncoder(nn.Module):
@@ -76,13 +65,12 @@ class PooledEncoder(nn.Module):
             model.set_attn_implementation("eager")
 
     @classmethod
-    def load(cls, source: model_lookup.ResolvedModel, pooling: str, *, head: str | None = None,
-             ditto_impl: DittoImpl = "auto", device: str | torch.device = "cpu",
+    def load(cls, source: model_lookup.ResolvedModel, pooling: str, *, ditto_impl: DittoImpl,
+             head: str | None = None, device: str | torch.device = "cpu",
              dropout: float | None = None) -> PooledEncoder:
-        """The model at `source` loaded with the attention its pooling needs, in eval mode on
-        `device`."""
-        model_type = model_files.model_facts(source).model_type
-        attention = attention_implementation(pooling, ditto_impl, model_type)
+        """The model at `source` loaded with the attention its pooling needs (`ditto_impl`: the
+        path the plan decided), in eval mode on `device`."""
+        attention = attention_implementation(pooling, ditto_impl)
         model = model_loading.load_encoder(source, attn_implementation=attention, device=device,
                                            dropout=dropout)
         return cls(model, pooling, head=head, ditto_impl=ditto_impl)

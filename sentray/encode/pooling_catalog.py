@@ -1,7 +1,8 @@
 """The poolings by name: the valid `--pooling` values with what each computes, their aliases,
-the Ditto poolings and the heads Ditto's official code uses per model, and the parsing of a
-head `L-H`. No torch here: configs validate against it before any model is loaded; the tensor
-functions are in `sentray.encode.pooling`."""
+the Ditto poolings and the heads Ditto's official code uses per model, the parsing of a head
+`L-H`, and the Ditto path a model's family takes (`decided_ditto_impl`). No torch here:
+configs and plans decide against it before any model is loaded; the tensor functions are in
+`sentray.encode.pooling`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Literal
 # how Ditto's diagonal is computed: fast, one head recomputed on SDPA (BERT family); eager,
 # the attention maps; auto: fast where it applies
 DittoImpl = Literal["auto", "fast", "eager"]
+# the encoders whose self-attention the fast Ditto path recomputes (BERT's layout)
+BERT_FAMILY = frozenset({"bert", "roberta", "xlm-roberta", "electra", "camembert"})
 
 # name -> description; the keys are the valid `pooling` values.
 POOLINGS: dict[str, str] = {
@@ -59,3 +62,25 @@ def parse_head(head: str) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
+
+
+def use_fast_ditto(pooling: str, ditto_impl: DittoImpl, model_type: str | None) -> bool:
+    """Whether a model of `model_type` pools `pooling` (a canonical name) with the fast Ditto
+    path: a Ditto pooling on a BERT-family model unless `ditto_impl` is eager; ValueError for
+    fast on another family."""
+    if pooling not in DITTO_POOLINGS or ditto_impl == "eager":
+        return False
+    supported = model_type in BERT_FAMILY
+    if ditto_impl == "fast" and not supported:
+        raise ValueError(f"fast Ditto supports {sorted(BERT_FAMILY)} encoders, "
+                         f"not {model_type!r}; use ditto_impl='eager'")
+    return supported
+
+
+def decided_ditto_impl(pooling: str, ditto_impl: DittoImpl, model_type: str | None) -> DittoImpl:
+    """The Ditto path a model of `model_type` runs `pooling` on, decided once (in the plan):
+    "fast" or "eager" for a Ditto pooling (`use_fast_ditto`), else `ditto_impl` as asked (it
+    does not apply)."""
+    if pooling not in DITTO_POOLINGS:
+        return ditto_impl
+    return "fast" if use_fast_ditto(pooling, ditto_impl, model_type) else "eager"

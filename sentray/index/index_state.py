@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from sentray.index.plan import PartWork, Runs
+from sentray.index.rows_to_add import PartWork, Runs
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from sentray.corpus.sources import CorpusConfig, discover_sources
 from sentray.index import ann, table_writing
 from sentray.index.config import IndexConfig
 from sentray.index.index_state import IndexState
-from sentray.index.plan import PartWork, plan
+from sentray.index.rows_to_add import PartWork, parts_to_add
 from sentray.index.run_claim import IndexRunClaim
 from sentray.kit import storage
 
@@ -45,7 +45,7 @@ def _index(config: IndexConfig, output: storage.Location, description: Embedding
     database, name = table_writing.connect(config.table_uri, config.s3_endpoint)
     table, state = table_writing.open_for_run(database, name, location, description,
                                               config.overwrite)
-    work = plan(parts, state.indexed if state else {})
+    work = parts_to_add(parts, state.indexed if state else {})
     added = skipped = 0
     if work:
         if table is None:

@@ -4,7 +4,7 @@ metadata, opened for a run (dropped for --overwrite, checked to hold the same em
 back to its record: `open_for_run`), and appending the rows still to add, in commits of about
 --rows-per-commit rows: streamed part by part from this process, or through Ray Data's
 `write_lance` on the cluster (each of its tasks reads a part, `part_rows`; the driver holds only
-the plan). No torch here: Ray Data's tasks import this module."""
+the list of parts to add). No torch here: Ray Data's tasks import this module."""
 
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sentray.bulk_embedding.output import EmbeddingDescription
-from sentray.bulk_embedding.vectors import Ranges, scalar_dequantize
+from sentray.bulk_embedding.vectors import CodeBook, scalar_dequantize
 from sentray.corpus.reading import read_task
 from sentray.corpus.sources import CorpusConfig, Source
 from sentray.index.embedding_record import check_same_embedding
 from sentray.index.index_state import IndexState, roll_back
-from sentray.index.plan import PartWork
+from sentray.index.rows_to_add import PartWork
 from sentray.kit import storage
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ TextSources = dict[str, Source]  # source key -> the --text-from input file
 
 def append_local(table, group: list[PartWork], filesystem, schema: pa.Schema,
                  texts: TextSources | None, corpus: CorpusConfig | None,
-                 code_book: Ranges | None) -> int:
+                 code_book: CodeBook | None) -> int:
     """Append the rows of `group` in one commit, streamed part by part from this process;
     returns the rows read without a vector. `code_book`: an int8/uint8 output's, whose codes
     the table holds as the float32 vectors they stand for."""
@@ -125,7 +125,7 @@ def append_local(table, group: list[PartWork], filesystem, schema: pa.Schema,
 
 def append_ray(uri: str, group: list[PartWork], filesystem, schema: pa.Schema,
                texts: TextSources | None, corpus: CorpusConfig | None,
-               code_book: Ranges | None, storage_options: dict[str, str],
+               code_book: CodeBook | None, storage_options: dict[str, str],
                read_version: int) -> None:
     """Append the rows of `group` in one commit through Ray Data: a task per part reads it and
     writes its Lance fragments on the worker; the driver commits their metadata (a few hundred
@@ -161,7 +161,7 @@ class WriteParts:
     fragments of the table (not committed) -> one row per fragment, its metadata as JSON."""
 
     def __init__(self, uri: str, filesystem, schema: pa.Schema, texts: TextSources | None,
-                 corpus: CorpusConfig | None, code_book: Ranges | None,
+                 corpus: CorpusConfig | None, code_book: CodeBook | None,
                  storage_options: dict[str, str]) -> None:
         self.uri, self.filesystem, self.schema = uri, filesystem, schema
         self.texts, self.corpus, self.code_book = texts, corpus, code_book
@@ -185,7 +185,7 @@ class WriteParts:
 
 def part_rows(work: PartWork, filesystem: pafs.FileSystem, vector_type: pa.DataType,
               text_source: Source | None = None, corpus: CorpusConfig | None = None,
-              code_book: Ranges | None = None) -> tuple[pa.Table, int]:
+              code_book: CodeBook | None = None) -> tuple[pa.Table, int]:
     """(rows of the part with a vector, as the table stores them, rows without one) of the rows
     `work` still has to add: id, source, row, vector (packed bits as uint8 bytes; int8/uint8
     codes, given their `code_book`, as the float32 vectors they stand for), and the text of

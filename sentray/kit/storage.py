@@ -7,6 +7,7 @@ $AWS_ENDPOINT_URL) for S3-compatible stores such as MinIO or a local moto server
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
 import errno
 import json
@@ -14,7 +15,7 @@ import os
 import posixpath
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -109,22 +110,19 @@ def with_retries(action: Callable[[], T], *, attempts: int = 4) -> T:
     raise AssertionError("unreachable")
 
 
-def write_bytes(location: Location, data: bytes) -> None:
-    """Write a small object whole (a record, a summary), again if the upload fails. A reader
-    never sees it half-written: an S3 object appears whole on upload; a local file is written
-    beside it as `.tmp-<id>` and renamed over it (a run reading another's claim while it is
-    refreshed read an empty file, and skipped that claim)."""
+@contextlib.contextmanager
+def written_whole(location: Location) -> Iterator[str]:
+    """The path to write the file at `location` through, so that no reader ever sees it
+    half-written (a run reading another's claim while it was refreshed read an empty file, and
+    skipped that claim): on S3 its own (an object appears whole on upload); on a local disk
+    `.tmp-<id>` beside it, renamed over it when the block ends, deleted if the block fails (a
+    killed writer's is deleted by the next run: `sentray.corpus.source_runs`)."""
     if not isinstance(location.filesystem, pafs.LocalFileSystem):
-        def write() -> None:
-            with location.filesystem.open_output_stream(location.path) as handle:
-                handle.write(data)
-
-        with_retries(write)
+        yield location.path
         return
     temporary = posixpath.join(posixpath.dirname(location.path), f".tmp-{uuid.uuid4().hex}")
     try:
-        with location.filesystem.open_output_stream(temporary) as handle:
-            handle.write(data)
+        yield temporary
         location.filesystem.move(temporary, location.path)
     except BaseException:
         try:
@@ -132,6 +130,20 @@ def write_bytes(location: Location, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def write_bytes(location: Location, data: bytes) -> None:
+    """Write a small object whole (a record, a summary: `written_whole`), again if the upload
+    fails."""
+    def write() -> None:
+        with written_whole(location) as path, location.filesystem.open_output_stream(
+                path) as handle:
+            handle.write(data)
+
+    if isinstance(location.filesystem, pafs.LocalFileSystem):
+        write()
+    else:
+        with_retries(write)
 
 
 def read_json(location: Location) -> dict | None:

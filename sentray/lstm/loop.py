@@ -30,8 +30,8 @@ from sentray.lstm.classifier import LSTMClassifier
 from sentray.lstm.config import LSTMConfig
 from sentray.lstm.data import EncodedSplit, LSTMData
 from sentray.training.keep_best import EvalHistory
-from sentray.training.plan import Step, StepPlan, epoch_permutation, step_seed
 from sentray.training.ray_train import worker_setup
+from sentray.training.steps import Step, StepPlan, epoch_permutation, step_seed
 
 logger = logging.getLogger(__name__)
 

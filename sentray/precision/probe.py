@@ -9,20 +9,26 @@ exact ones (their vectors within `EXACT_TOLERANCE` of torch's); `auto` all of th
 
 How it decides:
 
-1. Each candidate encodes the probe sentences (rows 300-555 of the bundled Brown sample: not
-   the int8 calibration rows) at the job's steady state: length-sorted batches of the job's own
-   batch size on the threads the job's encoders will have, each batch run once untimed (its
-   shape's first call, its kernels) and then timed: torch fp32, the reference, for
-   `PROBE_SECONDS` of timed calls, every other candidate on the very batches it timed (the same
-   sentences); a candidate under half torch fp32's rate after two timed batches is stopped. A
-   candidate its runtime says it would not run as asked is not timed (`runs_as_itself`:
-   OpenVINO's bf16 hint where its plugin runs f32, torch bf16 where its oneDNN has no bf16).
+1. Each candidate encodes the corpus's first rows (`probe_sentences`: rows like the job's;
+   the bundled sample's rows 300-555 for a corpus too small) at the job's steady state:
+   length-sorted batches of the job's own batch size, timed in `spread` order (every prefix a
+   mix of the lengths), on the threads the job's encoders will have, each batch run once
+   untimed (its shape's first call, its kernels) and then timed, its rate counted at the job's
+   padding: torch fp32, the reference, for `PROBE_SECONDS` of timed calls, every other
+   candidate on the very batches it timed (the same sentences); a candidate under half torch
+   fp32's rate after two timed batches is stopped. A candidate its runtime says it would not
+   run as asked is not timed (`runs_as_itself`: OpenVINO's bf16 hint where its plugin runs
+   f32, torch bf16 where its oneDNN has no bf16). Building a candidate's encoder and its
+   shapes' first calls are its one-time cost (`compile_seconds`), never folded into its rate.
 2. A candidate passes its gate against torch fp32's vectors: an exact one by the largest
    difference of a component (<= 1e-5, the tolerance the tests hold fp32 to); bf16 by the
    lowest per-row cosine (>= 0.999); int8 likewise (>= 0.97: it refuses a broken model, not a
    noisy row).
-3. The fastest passing candidate is chosen if it runs at >= `MARGIN` x torch fp32; otherwise
-   torch fp32, which is the reference.
+3. Of the passing candidates, the one that finishes the job's rows first, its one-time cost
+   counted, is chosen if it takes <= 1/`MARGIN` of torch fp32's time; otherwise torch fp32,
+   which is the reference. Its vectors of the corpus rows it encoded ride on the plan
+   (`EncoderPlan.probed`): the job's encoders take them, not encode them again. The log says
+   what the probe cost against what its choice saves the job.
 4. Conversions cost once and are cached: the ONNX graph the ONNX Runtime and OpenVINO
    candidates run (`EXPORT_FACTOR` x the probe's fp32 time, ~1.3 s for all-MiniLM-L6-v2 here)
    and the int8 model both int8 candidates run (`PREPARE_FACTOR` x its calibration rows' fp32
@@ -45,13 +51,13 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
 
-from sentray.encode.plan import EncoderPlan
+from sentray.encode.plan import EncoderPlan, ProbedRows
 from sentray.encode.runtimes import registry
 from sentray.kit.cpu import cpu_info
 from sentray.precision import artefacts, int8_products
@@ -61,9 +67,11 @@ logger = logging.getLogger(__name__)
 EXACT_TOLERANCE = 1e-5  # largest difference of a component from torch fp32's
 GATES = {"bf16": 0.999, "int8": 0.97}  # lowest per-row cosine to torch fp32
 MARGIN = 1.05  # a candidate other than torch fp32 must beat it by this much (timing noise)
-PROBE_SECONDS = 1.5  # timed, at most, per candidate (after its untimed pass)
+PROBE_SECONDS = 0.4  # timed, at most, per candidate (after its untimed pass)
 SCOUT_ROWS = 4  # sentences a candidate is first timed on, to drop one far under the floor
-PROBE_ROWS = (300, 556)  # rows of the bundled sample the probe encodes
+PROBE_ROWS = (300, 556)  # rows of the bundled sample the probe encodes (a corpus too small)
+PROBE_SAMPLE_ROWS = 256  # the corpus's first rows the probe encodes
+MIN_CORPUS_ROWS = 64  # a corpus of fewer rows is probed on the bundled sample
 PAYBACK = 4.0  # a conversion for a job of >= PAYBACK x its estimated cost
 EXPORT_FACTOR = 2.0  # the ONNX export ~ 2 x the probe sentences' fp32 time
 PREPARE_FACTOR = 12.0  # the int8 model ~ 12 x its calibration rows' fp32 time
@@ -80,6 +88,7 @@ class Measured:
     max_difference: float  # of a component, from torch fp32's
     cosine_min: float
     passed: bool
+    compile_seconds: float = 0.0  # once: building its encoder, its shapes' first calls
 
 
 @dataclass
@@ -106,36 +115,76 @@ def cosines(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return (vectors * reference).sum(1) / np.maximum(norms, 1e-12)
 
 
+@dataclass
+class Timed:
+    """One candidate's timing on the probe batches."""
+
+    rate: float  # sentences/s at steady state, at the job's padding (`time_batches`)
+    vectors: np.ndarray  # (rows, D) of the rows encoded, in batch order
+    positions: np.ndarray  # (rows,) each vector's index in the probe's sentences
+    warm_seconds: float  # the first calls of the shapes beyond their timed second calls
+
+
+def spread(batches: list) -> list:
+    """Length-sorted `batches` in an order whose every prefix mixes the lengths as the whole
+    does (the middle batch, then the quarters, the eighths ...): a candidate timed on the
+    first few meets the corpus's mix of lengths, not its longest rows only."""
+    order, seen, parts = [], set(), 1
+    while len(order) < len(batches):
+        for j in range(parts):
+            i = int((2 * j + 1) * len(batches) / (2 * parts))
+            if i not in seen:
+                seen.add(i)
+                order.append(i)
+        parts *= 2
+    return [batches[i] for i in order]
+
+
 def time_batches(forward: Callable, batches: list, dimension: int, floor: float | None = None,
                  *, seconds: float | None = PROBE_SECONDS,
-                 clock: Callable[[], float] = time.perf_counter) -> tuple[float, np.ndarray]:
-    """(sentences/s, vectors of the rows encoded, in batch order) of `forward` at steady state:
-    each batch called once untimed (its shape's first call, its kernels) and then timed, until
+                 clock: Callable[[], float] = time.perf_counter) -> Timed:
+    """`forward` at steady state on `batches` (their `spread` order): each batch called once
+    untimed (its shape's first call: kernels made, graphs compiled) and then timed, until
     `seconds` of timed calls have passed (None: every batch given), or after two batches when
-    the rate so far is under `floor`; only the batches timed are warmed (a pass over every batch
-    first cost the probe a second or two a candidate). With a `floor`, the first `SCOUT_ROWS`
-    sentences of the first batch are timed on their second call before anything else: a
-    candidate far under the floor (torch bf16 emulated on a CPU without bf16 instructions ran
-    at 1/15 of fp32 on an AVX2 EPYC, 8 s a batch of 32) costs two small calls, not a batch."""
+    the rate so far is under `floor`; only the batches timed are warmed. What a first call
+    took beyond its timed twin is the candidate's one-time cost (`warm_seconds`), weighed as
+    such, never folded into its rate. With a `floor`, the first `SCOUT_ROWS` sentences of the
+    first batch are timed on their second call before anything else: a candidate far under the
+    floor (torch bf16 emulated on a CPU without bf16 instructions ran at 1/15 of fp32 on an
+    AVX2 EPYC, 8 s a batch of 32) costs two small calls, not a batch."""
     if floor and batches:
         ids, mask = batches[0].input_ids[:SCOUT_ROWS], batches[0].attention_mask[:SCOUT_ROWS]
+        started = clock()
         forward(ids, mask)
+        first = clock() - started
         started = clock()
         out = np.asarray(forward(ids, mask).float())
-        rate = len(out) / max(clock() - started, 1e-9)
+        took = max(clock() - started, 1e-9)
+        rate = len(out) / took
         if rate < floor / 2:  # a quarter of torch fp32 even at a small batch's efficiency
-            return rate, out.reshape(-1, dimension)
-    parts, done, timed = [], 0, 0.0
+            return Timed(rate, out.reshape(-1, dimension),
+                         np.asarray(batches[0].positions[:SCOUT_ROWS]), max(first - took, 0.0))
+    parts, positions, done, timed, warm, padded, real = [], [], 0, 0.0, 0.0, 0, 0
     for batch in batches:
+        started = clock()
         forward(batch.input_ids, batch.attention_mask)  # its shape's first call, untimed
+        first = clock() - started
         started = clock()
         parts.append(np.asarray(forward(batch.input_ids, batch.attention_mask).float()))
-        timed += max(clock() - started, 1e-9)
+        took = max(clock() - started, 1e-9)
+        timed += took
+        warm += max(first - took, 0.0)
+        positions.append(np.asarray(batch.positions))
         done += len(parts[-1])
+        padded += int(batch.attention_mask.numel())
+        real += int(batch.attention_mask.sum())
         if (seconds is not None and timed >= seconds) or (floor and len(parts) >= 2
                                                            and done / timed < floor):
             break
-    return done / timed, np.concatenate(parts).reshape(-1, dimension)
+    # at the job's padding: it sorts blocks of thousands of rows by length (~1% padding), where
+    # a few hundred rows sorted pad more; its rows cost what their real tokens do here
+    return Timed(done / timed * padded / max(real, 1), np.concatenate(parts).reshape(-1, dimension),
+                 np.concatenate(positions), warm)
 
 
 def gate(precision: str, vectors: np.ndarray, reference: np.ndarray) -> tuple[float, float, bool]:
@@ -147,19 +196,33 @@ def gate(precision: str, vectors: np.ndarray, reference: np.ndarray) -> tuple[fl
     return difference, cosine, passed
 
 
-def choose(measured: list[Measured]) -> tuple[tuple[str, str], str]:
-    """The rule: the fastest passing candidate at >= MARGIN x torch fp32's rate, else torch
-    fp32."""
+def job_seconds(candidate: Measured, rows: int | None) -> float:
+    """A job of `rows` rows on `candidate`: its one-time cost, then its rows at its rate (rows
+    unknown: one second of steady work, by which the rates alone decide)."""
+    if rows is None:
+        return 1.0 / max(candidate.rate, 1e-9)
+    return candidate.compile_seconds + rows / max(candidate.rate, 1e-9)
+
+
+def choose(measured: list[Measured], rows: int | None = None) -> tuple[tuple[str, str], str]:
+    """The rule: of the candidates that pass their gate, the one whose one-time cost and rate
+    finish a job of `rows` rows first, if it does so in <= 1/MARGIN of torch fp32's time; else
+    torch fp32."""
     reference = next(m for m in measured if (m.runtime, m.precision) == ("torch", "fp32"))
-    best = max((m for m in measured if m.passed), key=lambda m: m.rate)
-    if best is not reference and best.rate >= MARGIN * reference.rate:
+    best = min((m for m in measured if m.passed), key=lambda m: job_seconds(m, rows))
+    if best is not reference and (job_seconds(reference, rows)
+                                  >= MARGIN * job_seconds(best, rows)):
+        compiled = (f", {best.compile_seconds:.1f} s once to build and compile"
+                    if best.compile_seconds >= 0.05 else "")
         return (best.runtime, best.precision), (
             f"{best.runtime} {best.precision} measured {best.rate / reference.rate:.2f}x torch "
-            f"fp32 on this CPU, " + (f"vectors within {best.max_difference:.1e}"
+            f"fp32 on this CPU{compiled}, " + (f"vectors within {best.max_difference:.1e}"
                                      if best.precision == "fp32"
                                      else f"cosine to fp32 >= {best.cosine_min:.4f}"))
     return ("torch", "fp32"), (f"no candidate measured at least {MARGIN:.2f}x torch fp32 with "
-                               "its gate passed")
+                               "its gate passed" + ("" if rows is None else
+                                                    f" for {rows} rows, its one-time cost "
+                                                    "counted"))
 
 
 def worth_converting(kind: str, rows: int | None, rate: float, reference_rate: float,
@@ -212,17 +275,22 @@ def log_decision(decision: Decision) -> None:
 
 def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int | None,
            threads: int | None = None, exact: bool = False, module=None,
-           tokenizer=None, measure: bool = True) -> EncoderPlan:
+           tokenizer=None, measure: bool = True,
+           corpus: Sequence[str] | None = None) -> EncoderPlan:
     """`plan` (torch fp32, on a CPU) on the runtime and precision measured fastest for a job of
     `rows` rows (None: unknown) on `threads` torch threads (default: this process's), with
     the artefact it runs; `exact`: the fp32 candidates only. The decision is cached per kind of
     machine. `module`/`tokenizer`: a model handed in (tests), probed as it is. `measure=False`
     (a job too small to pay for measuring): a decision cached on this kind of machine, else
-    torch fp32."""
+    torch fp32. `corpus`: the job's first rows, which the probe encodes (`probe_sentences`);
+    the chosen candidate's vectors of them ride on the plan (`probed`)."""
     threads = threads or default_threads()
+    # what could run here, known without importing a runtime: the key; whether each runs as
+    # itself (which imports it: OpenVINO's capabilities) only asked when measuring, so that a
+    # process with a cached decision imports the runtime it runs and no other
     grid = tuple(c for c in registry.candidates()
                  if registry.available(c[0]) and (not exact or c[1] == "fp32")
-                 and registry.computes(c[0], plan.pooling) and registry.runs_as_itself(*c))
+                 and registry.computes(c[0], plan.pooling))
     kinds = sorted({registry.artefact_kind(*c) for c in grid} - {None})
     ready = {kind: artefacts.cached(kind, plan, calibration, module) for kind in kinds}
     key = decision_key(plan, threads, grid, ready)
@@ -238,16 +306,21 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
         return plan.running("fp32", why=f"{'fp32' if exact else 'auto'}: a job of {rows} rows "
                             "costs less than measuring, and nothing was measured on this kind "
                             "of machine yet: torch fp32")
+    probed = None
     if decision is None:
         import torch
 
         previous = torch.get_num_threads()
         torch.set_num_threads(threads)
+        started = time.perf_counter()
         try:
-            decision = measure_grid(plan, calibration, rows, threads, grid, ready, module,
-                               tokenizer)
+            decision, probed = measure_grid(
+                plan, calibration, rows, threads,
+                tuple(c for c in grid if registry.runs_as_itself(*c)), ready, module,
+                tokenizer, corpus)
         finally:
             torch.set_num_threads(previous)
+        log_payback(decision, rows, time.perf_counter() - started)
         ready = {kind: artefacts.cached(kind, plan, calibration, module) for kind in kinds}
         write_decision(decision_key(plan, threads, grid, ready), decision)
     log_decision(decision)
@@ -257,7 +330,28 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
     when = " (decided earlier on this kind of machine)" if decision.cached else ""
     return plan.running(decision.precision, runtime=decision.runtime, artefact=artefact,
                         why=f"{'fp32' if exact else 'auto'}{when}: {decision.why}",
-                        measured=tuple(decision.measured))
+                        measured=tuple(decision.measured), probed=probed)
+
+
+def log_payback(decision: Decision, rows: int | None, seconds: float) -> None:
+    """What the probe cost (`seconds`) against what its choice saves this job's `rows` over
+    torch fp32, the job's one-time costs counted."""
+    by = {(m["runtime"], m["precision"]): m for m in decision.measured}
+    reference, chosen = by[("torch", "fp32")], by[(decision.runtime, decision.precision)]
+    if rows is None:
+        logger.info("the probe took %.1f s; the job's size is unknown, so its payback is too",
+                    seconds)
+        return
+
+    def job(m: dict) -> float:
+        return m.get("compile_seconds", 0.0) + rows / max(m["rate"], 1e-9)
+
+    saved = job(reference) - job(chosen)
+    logger.info("the probe took %.1f s; on %s %s this job's %d rows take about %.0f s, against "
+                "%.0f s on torch fp32: %s", seconds, decision.runtime, decision.precision, rows,
+                job(chosen), job(reference),
+                f"it pays for itself {saved / seconds:.1f}x" if saved >= seconds else
+                f"it saves {max(saved, 0.0):.1f} s, under its cost")
 
 
 def reconsider(decision: Decision, rows: int | None,
@@ -307,30 +401,48 @@ def default_threads() -> int:
                else os.cpu_count() or 1)
 
 
+def probe_sentences(corpus: Sequence[str] | None) -> tuple[list[str], bool]:
+    """The sentences the probe encodes, and whether they are the corpus's: its first
+    `PROBE_SAMPLE_ROWS` non-blank rows (rows like the ones the job will encode), else, for a
+    corpus of fewer than `MIN_CORPUS_ROWS` (or none given), the bundled sample's."""
+    rows = [t for t in (corpus or ()) if isinstance(t, str) and t.strip()][:PROBE_SAMPLE_ROWS]
+    if len(rows) >= MIN_CORPUS_ROWS:
+        return rows, True
+    return probe_texts(), False
+
+
 def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
-            threads: int, grid: tuple, ready: dict, module, tokenizer) -> Decision:
-    """Every candidate of `grid` timed at steady state on the probe sentences, the conversions
-    each needs made where the job pays them back; the decision by `choose`."""
+                 threads: int, grid: tuple, ready: dict, module, tokenizer,
+                 corpus: Sequence[str] | None = None) -> tuple[Decision, ProbedRows | None]:
+    """Every candidate of `grid` timed at steady state on the probe sentences (`corpus`'s
+    first rows, else the bundled sample's), the conversions each needs made where the job pays
+    them back; the decision by `choose`, and the winner's vectors of the corpus rows it encoded
+    (kept by the job's encoders, not encoded again)."""
     import torch
 
     from sentray.encode.encoder import SentenceEncoder
 
-    def forward(runtime: str, precision: str, artefact=None):
+    def build(runtime: str, precision: str, artefact=None) -> tuple[SentenceEncoder, float]:
         own = copy.deepcopy(module) if module is not None and precision == "bf16" else module
-        return SentenceEncoder(plan.running(precision, runtime=runtime, why="probed",
-                                            artefact=artefact),
-                               model=own, tokenizer=tokenizer).embed_tokens
+        started = time.perf_counter()
+        encoder = SentenceEncoder(plan.running(precision, runtime=runtime, why="probed",
+                                               artefact=artefact), model=own, tokenizer=tokenizer)
+        return encoder, time.perf_counter() - started
 
-    texts = probe_texts()
+    texts, from_corpus = probe_sentences(corpus)
     reference_encoder = SentenceEncoder(plan, model=module, tokenizer=tokenizer)
-    batches = list(reference_encoder.length_sorted_batches(reference_encoder.tokenize(texts)))
+    token_ids = reference_encoder.tokenize(texts)
+    batches = spread(list(reference_encoder.length_sorted_batches(token_ids)))
     with torch.inference_mode():
-        rate, reference = time_batches(reference_encoder.embed_tokens, batches, plan.dimension)
-        # the others time the very batches torch fp32 timed: the same sentences (the batches
-        # run longest first, so a faster candidate timed for as long would reach shorter ones)
+        # torch fp32's build is the job's baseline (the model loaded), not a cost of its own
+        timed = time_batches(reference_encoder.embed_tokens, batches, plan.dimension)
+        rate, reference = timed.rate, timed.vectors
+        runs = {("torch", "fp32"): timed}
+        # the others time the very batches torch fp32 timed: the same sentences
         batches = batches[:int(np.searchsorted(np.cumsum([len(b.input_ids) for b in batches]),
                                                len(reference)) + 1)]
-        measured = [Measured("torch", "fp32", rate, len(reference), 0.0, 1.0, True)]
+        measured = [Measured("torch", "fp32", rate, len(reference), 0.0, 1.0, True,
+                             round(timed.warm_seconds, 3))]
         notes, artefact_of = [], dict(ready)
         for runtime, precision in grid[1:]:
             kind = registry.artefact_kind(runtime, precision)
@@ -352,12 +464,28 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
                     continue
                 artefact_of[kind] = artefacts.prepare(kind, plan, calibration, module=module,
                                                       tokenizer=tokenizer)
-            speed, vectors = time_batches(forward(runtime, precision, artefact_of.get(kind)),
-                                          batches, plan.dimension, floor=rate / 2, seconds=None)
-            measured.append(Measured(runtime, precision, speed, len(vectors),
-                                     *gate(precision, vectors, reference)))
-    chosen, why = choose(measured)
+            encoder, built = build(runtime, precision, artefact_of.get(kind))
+            run = time_batches(encoder.embed_tokens, batches, plan.dimension, floor=rate / 2,
+                               seconds=None)
+            runs[(runtime, precision)] = run
+            measured.append(Measured(runtime, precision, run.rate, len(run.vectors),
+                                     *gate(precision, run.vectors, reference),
+                                     round(built + run.warm_seconds, 3)))
+    chosen, why = choose(measured, rows)
+    kept = kept_rows(runs[chosen], texts, token_ids, plan.max_length) if from_corpus else None
     return Decision(*chosen, "; ".join([why, *notes]),
                     [{k: round(v, 8) if isinstance(v, float) else v
                       for k, v in dataclasses.asdict(m).items()} for m in measured],
-                    cpu_info()["name"], threads)
+                    cpu_info()["name"], threads), kept
+
+
+def kept_rows(run: Timed, texts: list[str], token_ids: list[list[int]],
+              max_length: int) -> ProbedRows | None:
+    """The chosen candidate's vectors of the corpus rows it encoded, with their texts: only rows
+    under `max_length` tokens (one window, as the job encodes them whether it truncates or
+    chunks)."""
+    whole = [i for i, p in enumerate(run.positions) if len(token_ids[p]) < max_length]
+    if not whole:
+        return None
+    return ProbedRows(tuple(texts[run.positions[i]] for i in whole),
+                      np.ascontiguousarray(run.vectors[whole], dtype=np.float32))

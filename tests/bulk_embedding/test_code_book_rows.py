@@ -57,7 +57,7 @@ def test_each_row_is_encoded_once_and_coded_as_the_job_codes_it(dtype, tmp_path,
     # the stored code book (one code apart at most: another batch's float rounding may cross a
     # step's edge)
     book = json.loads((tmp_path / dtype / "_quantization.json").read_text())["ranges"]
-    ranges = vectors.Ranges(np.asarray(book["minimum"], np.float32),
+    ranges = vectors.CodeBook(np.asarray(book["minimum"], np.float32),
                             np.asarray(book["maximum"], np.float32))
     codes, reference = stored(tmp_path / dtype), stored(tmp_path / "float32")
     assert sorted(codes) == list(range(len(TEXTS)))

@@ -40,7 +40,7 @@ DIMENSION = 32
 MAX_WINDOWS = 4  # --long-text chunk: a `long` row fits in 4 windows, a `very_long` one does not
 DTYPES = ("float32", "float16", "int8", "uint8", "binary", "ubinary")
 # A code book wide enough for the tiny model's unit vectors (each coordinate in [-1, 1]).
-RANGES = vectors.Ranges(np.full(DIMENSION, -1.0, np.float32), np.full(DIMENSION, 1.0, np.float32))
+RANGES = vectors.CodeBook(np.full(DIMENSION, -1.0, np.float32), np.full(DIMENSION, 1.0, np.float32))
 
 
 def expected_status(kind: str, long_text: str) -> str:

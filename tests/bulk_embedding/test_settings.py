@@ -123,9 +123,9 @@ def test_other_quantization_ranges_are_refused(models, tmp_path):
 
     base = base_config(models["base"], str(tmp_path / "out"))
     base = dataclasses.replace(base, vector=dataclasses.replace(base.vector, output_dtype="int8"))
-    ranges = vectors.Ranges(np.zeros(32, np.float32), np.ones(32, np.float32))
+    ranges = vectors.CodeBook(np.zeros(32, np.float32), np.ones(32, np.float32))
     output = stored_output(tmp_path, settings_of(base, ranges, SOURCES))
-    other = vectors.Ranges(np.zeros(32, np.float32), np.full(32, 2.0, np.float32))
+    other = vectors.CodeBook(np.zeros(32, np.float32), np.full(32, 2.0, np.float32))
     with pytest.raises(ValueError, match="quantization_ranges"):
         output_records.check_settings([output], settings_of(base, other, SOURCES))
 

@@ -146,3 +146,22 @@ def test_the_stand_in_takes_the_real_ids_and_the_time_its_rate_says(encoder_plan
     assert busy["rows"] == 6 and 0 < busy["busy_fraction"] <= 1.0
     with pytest.raises(ValueError, match="rows_per_second or at tokens_per_second"):
         StandInGPU(32)
+
+
+def test_rows_the_probe_encoded_with_the_plan_are_taken_not_encoded_again(encoder_plan):
+    """`EncoderPlan.probed` (the probe's rows, encoded by this very plan) seeds the encoder's
+    cache: those rows take the probe's vectors (marked here so that they are told apart) and
+    are counted as not encoded; the others are encoded."""
+    import dataclasses
+
+    from sentray.bulk_embedding.storing import POOLED
+    from sentray.encode.plan import ProbedRows
+
+    marked = np.full((1, encoder_plan.dimension), 0.25, dtype=np.float32)
+    plan = dataclasses.replace(encoder_plan, probed=ProbedRows(("Stocks fell.",), marked))
+    encode = EncodeTokens(EmbedSpec(plan, VectorConfig()))
+    tokenize = TokenizeRows(EmbedSpec(plan, VectorConfig()).tokenizer())
+    out = encode(tokenize(records(["Stocks fell.", "A new one."])))
+    pooled = np.asarray(out.column(POOLED).to_pylist(), dtype=np.float32)
+    assert np.array_equal(pooled[0], marked[0]) and not np.allclose(pooled[1], 0.25)
+    assert out.column("_copied").to_pylist() == [True, False]

@@ -28,7 +28,7 @@ def test_truncation_is_sentence_transformers(floats, dimension):
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
 def test_scalar_quantization_is_sentence_transformers_with_the_same_ranges(floats, dtype):
     # ranges from the first half only, so the second half has values outside them: both clip
-    ranges = vectors.Ranges.of(floats[:32])
+    ranges = vectors.CodeBook.of(floats[:32])
     ours = vectors.to_output(floats, dtype, ranges)
     theirs = quantize_embeddings(floats, precision=dtype, ranges=ranges.as_array())
     assert ours.dtype == theirs.dtype == np.dtype(dtype)
@@ -38,7 +38,7 @@ def test_scalar_quantization_is_sentence_transformers_with_the_same_ranges(float
     assert ours.min() == (-128 if dtype == "int8" else 0)  # some values fell below the range
     flat = ranges.as_array().copy()
     flat[1, 5] = flat[0, 5]  # a dimension whose range is a point: step 1, as theirs
-    assert np.array_equal(vectors.to_output(floats, dtype, vectors.Ranges(flat[0], flat[1])),
+    assert np.array_equal(vectors.to_output(floats, dtype, vectors.CodeBook(flat[0], flat[1])),
                           quantize_embeddings(floats, precision=dtype, ranges=flat))
 
 
@@ -70,27 +70,27 @@ def test_arrow_column_types_say_what_they_hold(floats):
                                      ("float16", pa.float16(), 100), ("int8", pa.int8(), 100),
                                      ("uint8", pa.uint8(), 100), ("binary", pa.int8(), 13),
                                      ("ubinary", pa.uint8(), 13)]:
-        ranges = vectors.Ranges.of(floats) if dtype in vectors.SCALAR else None
+        ranges = vectors.CodeBook.of(floats) if dtype in vectors.SCALAR else None
         column = vectors.arrow_vectors(vectors.to_output(floats, dtype, ranges), dtype, valid)
         assert column.type == pa.list_(value_type, width), dtype
         assert column.null_count == 1 and column[63].as_py() is None
 
 
 def test_ranges_files_round_trip_and_bad_ones_are_named(tmp_path, floats):
-    ranges = vectors.Ranges.of(floats, source="test")
+    ranges = vectors.CodeBook.of(floats, source="test")
     path = tmp_path / "_quantization.json"
     path.write_text(json.dumps({"dtype": "int8", "ranges": ranges.to_json()}))
-    again = vectors.Ranges.read(path)
+    again = vectors.CodeBook.read(path)
     assert np.array_equal(again.as_array(), ranges.as_array())
     np.save(tmp_path / "r.npy", ranges.as_array())
-    assert np.array_equal(vectors.Ranges.read(tmp_path / "r.npy").as_array(), ranges.as_array())
+    assert np.array_equal(vectors.CodeBook.read(tmp_path / "r.npy").as_array(), ranges.as_array())
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        vectors.Ranges.read(tmp_path / "missing.json")
+        vectors.CodeBook.read(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text(json.dumps({"minimum": [1.0], "maximum": [0.0]}))
     with pytest.raises(ValueError, match="minimum <= maximum"):
-        vectors.Ranges.read(tmp_path / "bad.json")
+        vectors.CodeBook.read(tmp_path / "bad.json")
     np.save(tmp_path / "bad.npy", np.zeros((3, 4)))
     with pytest.raises(ValueError, match=r"\(2, D\)"):
-        vectors.Ranges.read(tmp_path / "bad.npy")
+        vectors.CodeBook.read(tmp_path / "bad.npy")
     with pytest.raises(ValueError, match="at least 2"):
-        vectors.Ranges.of(floats[:1])
+        vectors.CodeBook.of(floats[:1])

@@ -33,7 +33,7 @@ from sentray.encode.pooled_model import PooledEncoder
 from sentray.kit import storage
 from sentray.kit.config_files import flat_record
 from sentray.kit.settings_record import write_settings
-from sentray.training.plan import step_seed
+from sentray.training.steps import step_seed
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sentray" / "data" / "sample.txt"
 

@@ -48,11 +48,35 @@ def test_since_launch_counts_from_this_process_start():
                        "first_row": None, "first_part": 9.0}
 
 
-def test_a_written_part_holds_no_actor_moments(tmp_path):
-    clock = actor_pool.ActorClock()
-    folder = storage.locate(str(tmp_path))
-    part_files.write_block(part_files.SingleFolder(folder), clock.stamp(block()))
-    (part,) = (tmp_path / "a.txt").glob("part-*.parquet")
+class Stamping:
+    """An actor that stamps its moments on each block, as the embedding actor does."""
+
+    def __init__(self, spec: None) -> None:
+        self.clock = actor_pool.ActorClock()
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        self.clock.output()
+        return self.clock.stamp(table.replace_schema_metadata({b"sentray.vectors": b"{}"}))
+
+
+def test_a_part_written_in_process_holds_no_actor_moments(tmp_path):
+    """The rows of a small input go through the job's own process (`execution.run_in_process`):
+    the actor's moments are read from its clock, and its stamps never reach a part (on Ray, the
+    sink takes them off each block: `part_files.make_sink`)."""
+    from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig
+    from sentray.corpus.execution import run_in_process
+    from sentray.corpus.source_runs import pending_sources
+    from sentray.corpus.sources import CorpusConfig, discover_sources
+
+    (tmp_path / "a.txt").write_text("one\ntwo\nthree\n")
+    out = storage.locate(str(tmp_path / "out"))
+    corpus = CorpusConfig(input=str(tmp_path / "a.txt"))
+    pending = pending_sources(discover_sources(corpus), [out])
+    timings = run_in_process(pending, corpus, ActorPlan(Stamping, None),
+                             part_files.SingleFolder(out), ActorPoolConfig())
+    assert timings["actors"]["first_row"] is not None  # read from the clock
+    (part,) = (tmp_path / "out").glob("*/part-*.parquet")
     metadata = pq.read_metadata(part).metadata
     assert actor_pool.TIMINGS_KEY not in metadata
     assert metadata[b"sentray.vectors"] == b"{}"
+    assert pq.read_table(part).num_rows == 3

@@ -136,3 +136,16 @@ def test_few_rows_merge_in_the_driver_many_in_ray_tasks(tmp_path, monkeypatch):
     assert names[0] == names[1] == [part_files.part_name(0, 20, 40),
                                     part_files.part_name(20, 40, 40)]
     assert calls == [2, 2]  # only the second compaction used tasks
+
+
+def test_a_column_named_like_a_counter_is_written_as_it_is(tmp_path):
+    """Only the embedding actors' counters (`part_files.SUMMED_COLUMNS`) become counts: any other
+    column, `_x` included, is data and comes out whole."""
+    out = storage.locate(str(tmp_path))
+    table = block(0, 4, 4, copied=1).append_column("_x", pa.array([1, 2, 3, 4]))
+    part_files.write_part(out, "k", table)
+    (part,) = (tmp_path / "k").glob("part-*.parquet")
+    written = pq.read_table(part)
+    assert written.column("_x").to_pylist() == [1, 2, 3, 4]
+    assert "_copied" not in written.column_names and "source_rows" not in written.column_names
+    assert json.loads(written.schema.metadata[part_files.COUNTS_KEY]) == {"copied": 1}

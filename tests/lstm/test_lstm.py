@@ -24,7 +24,7 @@ from sentray.lstm.config import LSTMConfig
 from sentray.lstm.data import EncodedSplit, LSTMData, encode_sentences
 from sentray.lstm.job import run_lstm
 from sentray.lstm.loop import accuracy, l2_penalty, train_loop
-from sentray.training.plan import epoch_permutation as epoch_order
+from sentray.training.steps import epoch_permutation as epoch_order
 
 needs_vader = pytest.mark.skipif(importlib.util.find_spec("vaderSentiment") is None,
                                  reason="needs the VADER lexicon: pip install vaderSentiment")

@@ -5,6 +5,7 @@ tiny model (exact candidates for fp32, the whole grid for auto), and the cached 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -106,7 +107,9 @@ def test_timing_is_at_steady_state_and_stops_after_its_budget_or_when_clearly_sl
     calls = []
 
     class Batch:
-        input_ids = attention_mask = torch.zeros((32, 4), dtype=torch.long)
+        input_ids = torch.zeros((32, 4), dtype=torch.long)
+        attention_mask = torch.ones((32, 4), dtype=torch.long)  # no padding: rate = rows/s
+        positions = np.arange(32)
 
     def forward(ids, mask):
         calls.append(len(ids))
@@ -114,24 +117,60 @@ def test_timing_is_at_steady_state_and_stops_after_its_budget_or_when_clearly_sl
 
     batches = [Batch()] * 8
     # each batch once untimed, then timed; each clock read moves 0.5 s: after three timed
-    # calls the budget of 1.5 s is spent, and only the three batches timed were warmed
-    rate, vectors = time_batches(forward, batches, 4, clock=FakeClock(0.5))
-    assert calls == [32] * 6 and len(vectors) == 96 and rate == 64
+    # calls a budget of 1.5 s is spent, and only the three batches timed were warmed
+    timed = time_batches(forward, batches, 4, seconds=1.5, clock=FakeClock(0.5))
+    assert calls == [32] * 6 and len(timed.vectors) == 96 and timed.rate == 64
+    assert len(timed.positions) == 96 and timed.warm_seconds == 0
     calls.clear()
     # over the floor on a few sentences (4 in 0.01 s), under it after two timed batches (64 in
-    # 1 s): two batches warmed and timed, no more
-    clock = iter([0.0, 0.01, 1.0, 1.5, 2.0, 2.5]).__next__
-    rate, vectors = time_batches(forward, batches, 4, floor=700, clock=clock)
-    assert calls == [4, 4] + [32] * 4 and len(vectors) == 64 and rate == 64
+    # 1 s): two batches warmed and timed, no more; the first calls' extra 0.3 s and 0.2 s are
+    # the one-time cost, not in the rate
+    clock = iter([0.0, 0.01, 0.01, 0.02, 1.0, 1.3, 1.3, 1.8, 2.0, 2.2, 2.2, 2.7]).__next__
+    timed = time_batches(forward, batches, 4, floor=700, seconds=1.5, clock=clock)
+    assert calls == [4, 4] + [32] * 4 and len(timed.vectors) == 64 and timed.rate == 64
+    assert timed.warm_seconds == pytest.approx(0.0)  # 0.3 and 0.2 s first calls, 0.5 s timed
+    calls.clear()
+    clock = iter([0.0, 0.01, 0.01, 0.02, 1.0, 2.0, 2.0, 2.5, 3.0, 3.2, 3.2, 3.7]).__next__
+    timed = time_batches(forward, batches, 4, floor=700, seconds=1.5, clock=clock)
+    assert timed.warm_seconds == pytest.approx(0.5)  # a 1 s first call against 0.5 s timed
     calls.clear()
     # no time budget (a candidate on the batches the reference timed): every batch given
-    rate, vectors = time_batches(forward, batches[:5], 4, floor=1, seconds=None,
-                                 clock=FakeClock(0.5))
-    assert calls == [4, 4] + [32] * 10 and len(vectors) == 160
+    timed = time_batches(forward, batches[:5], 4, floor=1, seconds=None, clock=FakeClock(0.5))
+    assert calls == [4, 4] + [32] * 10 and len(timed.vectors) == 160
     calls.clear()
     # far under the floor on a few sentences' second call: stopped before warming anything else
-    rate, vectors = time_batches(forward, batches, 4, floor=1e6, clock=FakeClock(0.01))
-    assert calls == [4, 4] and len(vectors) == 4 and rate < 1e6 / 2
+    timed = time_batches(forward, batches, 4, floor=1e6, clock=FakeClock(0.01))
+    assert calls == [4, 4] and len(timed.vectors) == 4 and timed.rate < 1e6 / 2
+
+    class Padded(Batch):
+        attention_mask = torch.tensor([[1, 1, 0, 0]] * 32)
+
+    # half its tokens padding, which the job's batches (blocks of thousands of rows sorted by
+    # length) nearly lack: its rows cost what their real tokens do
+    assert time_batches(forward, [Padded()] * 3, 4, seconds=1.5,
+                        clock=FakeClock(0.5)).rate == 2 * 64
+
+
+def test_spread_order_mixes_the_lengths_in_every_prefix():
+    """Length-sorted batches (longest first) in the order the probe times them: the first few
+    come from across the range, every batch once."""
+    for n in (1, 2, 3, 8, 13):
+        order = probe_module.spread(list(range(n)))
+        assert sorted(order) == list(range(n))
+    order = probe_module.spread(list(range(16)))
+    assert order[:3] == [8, 4, 12] and min(order[:4]) <= 2 <= 13 <= max(order[:4]) + 1
+
+
+def test_a_candidates_one_time_cost_is_weighed_against_the_jobs_rows():
+    """A runtime 1.5x torch fp32 that compiles for 20 s: chosen for 100,000 rows (1,000 s
+    against 687 s), not for 2,000 (33 s against 20 s); with the size
+    unknown: then the rates alone decide)."""
+    fp32 = measured("torch", "fp32", 100.0)
+    slow_to_build = Measured("openvino", "fp32", 150.0, 64, 0.0, 1.0, True, 20.0)
+    assert choose([fp32, slow_to_build], 100_000)[0] == ("openvino", "fp32")
+    chosen, why = choose([fp32, slow_to_build], 2_000)
+    assert chosen == ("torch", "fp32") and "one-time cost" in why
+    assert choose([fp32, slow_to_build])[0] == ("openvino", "fp32")
 
 
 def tiny_config(**fields) -> EncoderConfig:
@@ -148,7 +187,8 @@ def fake_timings(monkeypatch, rates, *, every_candidate: bool = True):
 
     def fake(forward, batches, dimension, floor=None, **timing):
         plan = forward.__self__.plan
-        return rates[(plan.runtime, plan.precision)], real(forward, batches[:1], dimension)[1]
+        return dataclasses.replace(real(forward, batches[:1], dimension),
+                                   rate=rates[(plan.runtime, plan.precision)], warm_seconds=0.0)
     monkeypatch.setattr(probe_module, "time_batches", fake)
 
 
@@ -211,7 +251,8 @@ def test_auto_measures_the_grid_and_converts_what_the_job_pays_back(tokenizer, m
 
 
 @pytest.mark.parametrize("native", [False, True])
-def test_bf16_is_timed_only_where_its_runtime_reports_it_native(tokenizer, monkeypatch, native):
+def test_bf16_is_timed_only_where_its_runtime_reports_it_native(tokenizer, monkeypatch, native,
+                                                                tmp_path):
     """OpenVINO's CPU plugin runs a bf16 hint in f32 on a CPU without bf16 instructions (it
     lists no BF16 among its capabilities): the fp32 candidate again. torch's oneDNN reports no
     bf16 kernels on a CPU without AVX-512: reference code, 1/15 of fp32. Neither is timed."""
@@ -232,6 +273,8 @@ def test_bf16_is_timed_only_where_its_runtime_reports_it_native(tokenizer, monke
         def __getattr__(self, name):
             return getattr(self.core, name)
 
+    # each CPU its own cache: a decision is cached per CPU model, which both cases share here
+    monkeypatch.setenv("SENTRAY_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(openvino, "Core", Core)
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: native)
     assert registry.runs_as_itself("openvino", "bf16") is native
@@ -243,6 +286,34 @@ def test_bf16_is_timed_only_where_its_runtime_reports_it_native(tokenizer, monke
     timed = {(m["runtime"], m["precision"]) for m in plan.measured}
     assert (("openvino", "bf16") in timed) is native and (("torch", "bf16") in timed) is native
     assert ("openvino", "fp32") in timed
+
+
+def test_the_probe_encodes_the_corpus_rows_and_keeps_the_chosen_candidates_vectors(
+        tokenizer, monkeypatch):
+    """Given the corpus's first rows, the probe times those (not the bundled sample) and the
+    plan carries the chosen runtime's vectors of the rows it encoded: the plan's own vectors
+    (within the exact gate of torch fp32's), which the job's encoders then take."""
+    from sentray.encode.encoder import SentenceEncoder
+
+    model = make_tiny_bert(tokenizer.vocab_size, seed=8)
+    fake_timings(monkeypatch, RATES)
+    corpus = [f"row {i} of the corpus has {i % 7} more words in it" for i in range(100)]
+    plan = plan_encoder(tiny_config(), rows=100_000, module=model, tokenizer=tokenizer,
+                        corpus=lambda: corpus)
+    assert (plan.runtime, plan.precision) == ("openvino", "fp32") and plan.probed is not None
+    texts = list(plan.probed.texts)
+    assert texts and set(texts) <= set(corpus)
+    exact = SentenceEncoder(plan_encoder(tiny_config(runtime="torch"), module=model,
+                                         tokenizer=tokenizer), model=model, tokenizer=tokenizer)
+    assert np.abs(plan.probed.vectors - exact.encode(texts)).max() <= probe_module.EXACT_TOLERANCE
+    assert "probed" not in plan.record()  # the vectors ride on the plan, never recorded
+    # too few corpus rows: the bundled sample is probed, and nothing is kept
+    fake_timings(monkeypatch, {**RATES, ("openvino", "fp32"): 170.0})
+    few = probe_module.decide(plan_encoder(tiny_config(runtime="torch"), module=model,
+                                           tokenizer=tokenizer), artefacts.Calibration(rows=32),
+                              rows=10_000_000, threads=1, module=model, tokenizer=tokenizer,
+                              corpus=corpus[:10])
+    assert few.probed is None
 
 
 def test_an_encoder_of_auto_runs_what_the_probe_chose(tokenizer, monkeypatch):

@@ -1,20 +1,12 @@
 """A training run's steps: `StepPlan` (steps per epoch, the run's last step, when to log and to
-evaluate, which epoch and batch each step reads) and the seeds a step draws from."""
+evaluate), the `Step`s it yields (which epoch and batch each reads) and the seeds a step draws
+from."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Step:
-    """One optimizer step: its number (1-based), its epoch and its batch within the epoch."""
-
-    number: int
-    epoch: int
-    batch: int
 
 
 @dataclass(frozen=True)
@@ -73,6 +65,15 @@ class StepPlan:
         for number in range(done + 1, self.total_steps + 1):
             yield Step(number, (number - 1) // self.steps_per_epoch,
                        (number - 1) % self.steps_per_epoch)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One optimizer step: its number (1-based), its epoch and its batch within the epoch."""
+
+    number: int
+    epoch: int
+    batch: int
 
 
 def step_seed(seed: int, rank: int, step: int) -> int:

@@ -41,7 +41,8 @@ def missing_runs(done: Runs, first: int, end: int) -> list[tuple[int, int]]:
     return missing
 
 
-def plan(parts: Sequence[tuple[str, str, int, int]], indexed: dict[str, Runs]) -> list[PartWork]:
+def parts_to_add(parts: Sequence[tuple[str, str, int, int]],
+                 indexed: dict[str, Runs]) -> list[PartWork]:
     """The parts that hold rows the table lacks (`indexed`: source key -> runs it holds)."""
     work = []
     for key, path, first, end in parts:

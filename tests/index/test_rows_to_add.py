@@ -1,4 +1,4 @@
-"""The incremental plan of the index job (sentray.index.plan): what a table holds is runs of rows
+"""The rows an index run adds (sentray.index.rows_to_add): what a table holds is runs of rows
 per source, so a part's rows are added once however the embedding job cut or merged its parts."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from sentray.index.ann import default_nprobes, default_sub_vectors, index_action
 from sentray.index.config import IndexConfig
 from sentray.index.index_state import add_run
-from sentray.index.plan import missing_runs, plan
+from sentray.index.rows_to_add import missing_runs, parts_to_add
 
 
 def test_missing_runs_are_what_the_done_runs_leave():
@@ -34,13 +34,13 @@ def test_added_and_missing_runs_partition_every_row(runs, first, length):
     assert missing == set(range(first, first + length)) - covered
 
 
-def test_a_plan_skips_what_the_table_holds_even_after_parts_are_merged():
+def test_the_rows_to_add_skip_what_the_table_holds_even_after_parts_are_merged():
     # the table read a.txt's rows [0, 64) from a part; the embedding job later merged its
     # parts into one file of [0, 100): only [64, 100) of that file is still to add
     parts = [("a-1", "/o/a-1/part-0-100", 0, 100), ("b-2", "/o/b-2/part-0-5", 0, 5)]
-    work = plan(parts, {"a-1": [[0, 64]], "b-2": [[0, 5]]})
+    work = parts_to_add(parts, {"a-1": [[0, 64]], "b-2": [[0, 5]]})
     assert [(w.source_key, w.runs, w.rows) for w in work] == [("a-1", ((64, 100),), 36)]
-    assert plan(parts, {"a-1": [[0, 100]], "b-2": [[0, 5]]}) == []
+    assert parts_to_add(parts, {"a-1": [[0, 100]], "b-2": [[0, 5]]}) == []
 
 
 def test_the_ann_rule():
