@@ -8,7 +8,8 @@ the client saw beyond the replica's own `total`), the wait for a batch, tokenizi
 encoding, the search, the texts, the JSON (the replica's `Server-Timing` header), and the
 batches' mean size. Then a soak at 16 clients until --soak queries have been answered since
 the warm-up, and the service's RSS (its process and every process under it; its replicas'
-alone) after warm-up and after them; recall@10 of its answers at its defaults against exact
+alone) after warm-up and after them; at 16 and 32 clients, the CPU a query cost in the
+replica, the proxy, the rest of the service's processes and the clients (this process); recall@10 of its answers at its defaults against exact
 search over the table. Last, with the service stopped, its ceiling in this process: the same
 encoder and search (`VectorIndex`, on the replica's thread count) at the batch sizes the
 service ran, and the service's ratio to it. The goals of issue 67 are named in the record,
@@ -38,7 +39,7 @@ from bench.bench_index import ROOT, cpu_line, exact_top, held_out
 GOALS = {"50k": {"one_client_p50_ms": 10, "one_client_p99_ms": 25, "clients_16_qps": 200},
          "1m": {"one_client_p50_ms": 30, "one_client_p99_ms": None, "clients_16_qps": 80}}
 RECALL_GOAL, RSS_GROWTH_GOAL, CEILING_GOAL = 0.95, 0.10, 0.5
-STAGES = ("proxy_hop", "wait", "encode", "search", "texts", "json")
+STAGES = ("proxy_hop", "body", "wait", "encode", "search", "texts", "json")
 
 
 def start(output: Path, port: int, flags: list[str]) -> tuple[subprocess.Popen, dict]:
@@ -67,6 +68,31 @@ def rss_mib(pid: int) -> dict:
         except psutil.NoSuchProcess:
             continue
     return {"service_tree_mib": round(total / 2**20), "replicas_mib": round(replicas / 2**20)}
+
+
+def cpu_seconds(pid: int) -> dict:
+    """CPU seconds (user + system) so far of the service's replicas, its HTTP proxy, the rest
+    of its process tree (the driver, Ray's own processes) and this process (the clients)."""
+    import psutil
+
+    found = {"replica": 0.0, "proxy": 0.0, "ray_and_driver": 0.0,
+             "clients": sum(psutil.Process().cpu_times()[:2])}
+    for member in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+        try:
+            command, times = " ".join(member.cmdline()), member.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        group = ("replica" if "SearchService" in command else
+                 "proxy" if "ProxyActor" in command else "ray_and_driver")
+        found[group] += times.user + times.system
+    return found
+
+
+def cpu_per_query(before: dict, after: dict, answered: int) -> dict:
+    """CPU ms a query, by where it ran, between two `cpu_seconds`."""
+    spent = {name: (after[name] - before[name]) * 1000 / max(answered, 1) for name in after}
+    return {**{name: round(ms, 2) for name, ms in spent.items()},
+            "total": round(sum(spent.values()), 2)}
 
 
 class Client:
@@ -153,8 +179,9 @@ def phase(port: int, queries: list[str], clients: int, limit: int, seconds: floa
 
 
 def service_recall(port: int, table: str, queries: list[str]) -> float:
-    """recall@10 of the service's answers against exact search over the table (the queries
-    encoded by the same encoder, in this process)."""
+    """recall@10 of the service's answers against exact search over the table with the
+    rows' own query vectors (the queries encoded by the rows' plan, exactly, in this process,
+    whatever precision the service encodes its queries in)."""
     from sentray.index.search import VectorIndex
 
     index = VectorIndex(table, device="cpu", mode="table")
@@ -170,15 +197,16 @@ def service_recall(port: int, table: str, queries: list[str]) -> float:
 
 
 def ceiling(table: str, queries: list[str], batch_sizes: list[int], threads: int,
-            seconds: float = 20) -> dict:
-    """The encoder and search alone, in this process on `threads` threads (the replica's): per
-    batch size, a batch's ms (encode + search + texts) and the queries/s it gives."""
+            query_precision: str = "exact", seconds: float = 20) -> dict:
+    """The encoder and search alone, in this process on `threads` threads (the replica's), the
+    queries in the precision the service took: per batch size, a batch's ms (encode + search +
+    texts) and the queries/s it gives."""
     import torch
 
     from sentray.index.search import VectorIndex
 
     torch.set_num_threads(threads)
-    index = VectorIndex(table, device="cpu", mode="auto")
+    index = VectorIndex(table, device="cpu", mode="auto", query_precision=query_precision)
     found = {}
     for size in batch_sizes:
         batches = [queries[i:i + size] for i in range(0, len(queries) - size + 1, size)]
@@ -194,7 +222,7 @@ def ceiling(table: str, queries: list[str], batch_sizes: list[int], threads: int
         batch_ms = float(np.median(times)) * 1000
         found[str(size)] = {"batches": len(times), "batch_ms": round(batch_ms, 2),
                             "queries_per_s": round(size / batch_ms * 1000, 1)}
-    return {"threads": threads, "by_batch_size": found}
+    return {"threads": threads, "query_precision": query_precision, "by_batch_size": found}
 
 
 def judged(report: dict, goals: dict) -> dict:
@@ -221,9 +249,14 @@ def stage_table(report: dict) -> str:
         lines.append(f"{clients:>7} {found['queries_per_s']:>7} {found['p50_ms']:>7} "
                      + " ".join(f"{stages.get(n, float('nan')):>9.2f}" for n in STAGES)
                      + f"  {found['mean_batch']}")
+    for clients, found in report["phases"].items():
+        if "cpu_ms_per_query" in found:
+            lines.append(f"CPU ms a query at {clients} clients: " + ", ".join(
+                f"{name} {ms}" for name, ms in found["cpu_ms_per_query"].items()))
     for size, found in report["ceiling"]["by_batch_size"].items():
         lines.append(f"ceiling, batches of {size}: {found['batch_ms']} ms a batch, "
-                     f"{found['queries_per_s']} q/s ({report['ceiling']['threads']} thread(s))")
+                     f"{found['queries_per_s']} q/s ({report['ceiling']['threads']} thread(s), "
+                     f"queries {report['ceiling'].get('query_precision', 'exact')})")
     ratio = report["ceiling_ratio"]
     lines.append(f"service / ceiling: 16 clients {ratio['clients_16']}x its q/s; 1 client "
                  f"{ratio['one_client']}x (ceiling batch-of-1 ms / p50)")
@@ -279,8 +312,11 @@ def main() -> None:
                   "rss_warm": rss_mib(process.pid), "phases": {}}
         report["phases"]["1"] = phase(args.port, queries, 1, args.one_client, args.seconds)
         for clients in (16, 32):
-            report["phases"][str(clients)] = phase(args.port, queries, clients,
-                                                   args.concurrent, args.seconds)
+            before = cpu_seconds(process.pid)
+            found = phase(args.port, queries, clients, args.concurrent, args.seconds)
+            found["cpu_ms_per_query"] = cpu_per_query(before, cpu_seconds(process.pid),
+                                                      found["answered"])
+            report["phases"][str(clients)] = found
         answered = sum(p["answered"] for p in report["phases"].values())
         if args.soak > answered:
             report["soak"] = phase(args.port, queries, 16, args.soak - answered, args.soak / 20)
@@ -295,7 +331,8 @@ def main() -> None:
         process.send_signal(2)  # Ctrl-C: the service stops itself and its Ray
         process.wait(120)
     sizes = sorted({1, max(1, round(report["phases"]["16"]["mean_batch"] or 1))})
-    report["ceiling"] = ceiling(table, queries, sizes, args.replica_threads)
+    report["ceiling"] = ceiling(table, queries, sizes, args.replica_threads,
+                                ready.get("query_precision", "exact"))
     by_size = report["ceiling"]["by_batch_size"]
     report["ceiling_ratio"] = {
         "clients_16": round(report["phases"]["16"]["queries_per_s"]

@@ -8,7 +8,8 @@ outputs (`job`); the stored vector's truncation, normalization and quantization 
 long texts cut into windows (`windows`), the output folder and how it is read and written
 (`output`: `EmbeddingOutput`, and `EmbeddingDescription`, the one description of its vectors
 that every reader takes), and the encoder of queries rebuilt from that description (`query`:
-`QueryEncoder`).
+`QueryEncoder`), with the precision a search encodes its queries in, bf16 gated against the
+rows' plan (`query_precision`).
 Models, poolings and the encoder itself are `sentray.encode`'s; how it runs is decided by
 `sentray.precision`.
 

@@ -66,6 +66,9 @@ class EmbedSpec:
     vector: VectorConfig = field(default_factory=VectorConfig)  # for the plan (`job.stored_vector`)
     ranges: vectors.CodeBook | None = None  # int8/uint8: the code book every row is coded with
     metadata: dict | None = None  # the output files' schema metadata (what the vectors are)
+    # each forward batch padded to one of a few shapes (`sentray.encode.shape_buckets`): a
+    # query encoder's, which meets batches of every size and length
+    bucket_shapes: bool = False
     # benches and tests only: a forward to run instead of the plan's encoder (a GPU of known
     # speed, `sentray.testing.stand_in_gpu`); never a user's setting
     stand_in: Forward | None = None
@@ -107,6 +110,10 @@ class EncodeTokens:
             self.encoder = SentenceEncoder(spec.plan)
             self.forward, self.device = self.encoder.embed_tokens, self.encoder.device
             pad_id = self.encoder.tokenizer.pad_token_id or 0
+        if spec.bucket_shapes:
+            from sentray.encode.shape_buckets import ShapeBuckets
+
+            self.forward = ShapeBuckets(spec.plan.max_length, pad_id).wrap(self.forward)
         self.batches = TokenBatches(pad_id, spec.plan.batch_size, spec.plan.max_tokens_per_batch)
         self.cache: OrderedDict[bytes, np.ndarray] = OrderedDict()  # key -> pooled (D,)
         probed = spec.plan.probed if spec.stand_in is None else None

@@ -25,16 +25,26 @@ class QueryEncoder:
     its folder (local or s3://), any one of its Parquet files (each file's schema metadata
     carries the settings and the code book: a file copied out of its output still says how), or
     its `EmbeddingDescription` as an index table stores it. `float_output`: the query as
-    float32 before any quantization (the asymmetric side of an int8 or binary search)."""
+    float32 before any quantization (the asymmetric side of an int8 or binary search).
+    `precision`: None (the rows' own plan, exactly), or "bf16": the rows' model, read-out and
+    runtime at bf16 (not the job's vectors: `sentray.index.query_precision` gates it against
+    them before a search uses it)."""
 
     def __init__(self, output: str | EmbeddingDescription, *, device: str = "auto",
-                 s3_endpoint: str | None = None, float_output: bool = False) -> None:
+                 s3_endpoint: str | None = None, float_output: bool = False,
+                 precision: str | None = None) -> None:
         if isinstance(output, str):
             output = EmbeddingOutput.at(output, s3_endpoint).describe()
         self.description = output
-        self.plan = query_plan(output, storage.locate(output.embeddings, s3_endpoint), device)
+        if precision not in (None, "bf16"):
+            raise ValueError(f"a query encoder's precision is the rows' own (None) or bf16, "
+                             f"got {precision!r}")
+        self.plan = (bf16_query_plan(output, device) if precision == "bf16" else
+                     query_plan(output, storage.locate(output.embeddings, s3_endpoint), device))
+        # a query encoder meets batches of every size and length: padded to a few shapes
         self.actor = EmbedBatch(EmbedSpec(self.plan, output.vector(float_output),
-                                          None if float_output else output.ranges))
+                                          None if float_output else output.ranges,
+                                          bucket_shapes=True))
 
     @property
     def settings(self) -> dict:
@@ -50,6 +60,28 @@ class QueryEncoder:
         """(N, width) vectors in the output's dtype; a text with nothing to embed (empty) gets
         a zero row."""
         return self.encode_counted(texts)[0]
+
+    def warm_shapes(self, max_rows: int) -> int:
+        """Run the encoder once at its largest batch shape (`max_rows` queries of its longest
+        length) and at each common bucket shape of up to `max_rows` queries of up to 128
+        tokens (`shape_buckets.common_shapes`): a runtime's buffers and kernels built now, not
+        as queries meet them; returns how many shapes."""
+        import torch
+
+        from sentray.encode.shape_buckets import ShapeBuckets, common_shapes
+
+        encoder = self.actor.encoder
+        if encoder is None:  # a stand-in forward: nothing built per shape
+            return 0
+        # the largest batch first: the runtime's buffers are sized once, by it
+        shapes = [ShapeBuckets(self.plan.max_length).shape(max_rows, self.plan.max_length),
+                  *common_shapes(max_rows, min(128, self.plan.max_length))]
+        words = encoder.tokenize(["the city jury said the election was fair " * 64])[0]
+        with torch.inference_mode():
+            for rows, length in shapes:
+                ids = torch.tensor([words[:length - 1] + words[-1:]] * rows)  # (rows, length)
+                encoder.embed_tokens(ids, torch.ones_like(ids))
+        return len(shapes)
 
     def encode_counted(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:
         """`encode`'s vectors, and the tokens each text was encoded as (special tokens
@@ -81,6 +113,21 @@ def query_plan(description: EmbeddingDescription, location: storage.Location,
         runtime = None  # exact either way: the rows' runtime is not installed here
     return plan_encoder(description.encoder(device, precision),
                         kept=Kept(precision, runtime, artefact, exact=True))
+
+
+def bf16_runtime(description: EmbeddingDescription) -> str:
+    """The runtime a bf16 query encoder runs on: the rows' own where it runs bf16 and is
+    installed here (OpenVINO), else torch."""
+    runtime = description.settings.get("runtime")
+    if runtime and registry.runs(runtime, "bf16") and registry.available(runtime):
+        return runtime
+    return "torch"
+
+
+def bf16_query_plan(description: EmbeddingDescription, device: str) -> EncoderPlan:
+    """The rows' model, read-out and length at bf16, on `bf16_runtime`."""
+    return plan_encoder(description.encoder(device, "bf16"),
+                        kept=Kept("bf16", bf16_runtime(description), exact=True))
 
 
 def stored_artefact(location: storage.Location, digest: str,

@@ -9,7 +9,8 @@ sentence-transformers module all run (`pooled_model`); `EncoderConfig`, what a u
 (`config`); `EncoderPlan`, what an encoder will be, decided before it exists, and its model part
 (`plan`); the runtimes a plan runs on, one module each, and their registry (the `runtimes`
 subpackage: torch, ONNX Runtime, OpenVINO);
-`SentenceEncoder`, built from a plan (`encoder`); the sentence-transformers module
+`SentenceEncoder`, built from a plan (`encoder`); a forward's batches padded to a few fixed
+shapes, for a query encoder (`shape_buckets`); the sentence-transformers module
 (`st_module`) and the writer of model folders (`export`). How a plan's precision is decided is
 `sentray.precision`'s.
 

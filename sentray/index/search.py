@@ -19,6 +19,7 @@ import numpy as np
 
 from sentray.bulk_embedding.output import EmbeddingDescription
 from sentray.bulk_embedding.query import QueryEncoder
+from sentray.bulk_embedding.query_precision import QueryPrecision, query_encoders
 from sentray.index.ann import default_nprobes
 from sentray.index.config import SearchConfig
 from sentray.index.index_state import IndexState
@@ -46,11 +47,13 @@ class VectorIndex:
 
     mode: "auto" (the vectors held in memory and searched exactly where their float32 copy
     fits in resident.MEMORY_SEARCH_MIB), "memory" or "table" (the table's own search);
-    `index.mode` says which it is.
+    `index.mode` says which it is. query_precision: "exact" (the rows' own plan), "bf16" or
+    "auto" (`sentray.bulk_embedding.query_precision`); `index.query_precision` says which.
     """
 
     def __init__(self, output_or_index: str, *, s3_endpoint: str | None = None,
-                 device: str = "auto", mode: str = "auto") -> None:
+                 device: str = "auto", mode: str = "auto",
+                 query_precision: QueryPrecision = "exact") -> None:
         self.uri = table_uri(output_or_index)
         # looked for before LanceDB connects: connecting makes the table's folder
         found = storage.exists(storage.locate(self.uri, s3_endpoint))
@@ -61,9 +64,12 @@ class VectorIndex:
         self.description = EmbeddingDescription.from_metadata(self.table.schema.metadata,
                                                               self.uri)
         self.binary = self.description.metric == "hamming"
-        # int8/uint8 tables hold the codes dequantized: the query is compared as a float
-        self.encoder = QueryEncoder(self.description, device=device, s3_endpoint=s3_endpoint,
-                                    float_output=self.description.dequantized)
+        # int8/uint8 tables hold the codes dequantized: the query is compared as a float.
+        # `encoder` encodes the searches' queries (bf16 where --query-precision takes it);
+        # `exact_encoder` is the rows' own plan (the job's vectors)
+        self.encoder, self.exact_encoder, self.query_precision = query_encoders(
+            self.description, query_precision, device=device, s3_endpoint=s3_endpoint,
+            float_output=self.description.dequantized)
         self.float_encoder = (QueryEncoder(self.description, device=device,
                                            s3_endpoint=s3_endpoint, float_output=True)
                               if self.binary else None)

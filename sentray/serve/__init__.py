@@ -5,7 +5,9 @@ concurrent searches run as batches (`query_batches`), the Ray Serve deployment t
 HTTP API and serves the search page (`service`, the page itself in page.html), and the job that
 starts it on a local or given Ray cluster and stops it on Ctrl-C (`job`).
 
-The pooling catalog gives /info the name the docs call a pooling by.
+The pooling catalog gives /info the name the docs call a pooling by; the query precision's
+choices (--query-precision) are the query encoder's.
 
-May import: sentray.kit, sentray.corpus, sentray.index, sentray.encode.pooling_catalog.
+May import: sentray.kit, sentray.corpus, sentray.index, sentray.encode.pooling_catalog,
+sentray.bulk_embedding.query_precision.
 """

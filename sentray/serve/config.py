@@ -9,6 +9,7 @@ from typing import Annotated
 
 import tyro
 
+from sentray.bulk_embedding.query_precision import QueryPrecision
 from sentray.corpus.actor_pool import ActorCount
 from sentray.index.config import SearchMode
 from sentray.kit.validation import check_at_least, check_choices
@@ -69,6 +70,11 @@ class ServeConfig:
     refine_factor: int = 10  # the top k x this candidates re-ranked exactly (`sentray search`)
     s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)
     device: str = "cpu"  # where each replica's query encoder runs: cpu, cuda, auto
+    # what searches encode their queries in: exact (the rows' own plan), bf16 (refused at
+    # start-up unless native on this CPU and each probe row's cosine to the rows' plan is at
+    # least 0.999), auto (bf16 where it passes that and runs faster, else exact);
+    # /v1/embeddings always answers the rows' own vectors
+    query_precision: QueryPrecision = "auto"
     # Ray cluster to run on (default: $RAY_ADDRESS, else a local one on 127.0.0.1, stopped with
     # the service)
     address: str | None = None

@@ -34,14 +34,21 @@ TARGET_ONGOING_REQUESTS = 8
 # (bench/bench_serve_kill.py, issue 67); the check is a no-op call on the replica's loop.
 HEALTH_CHECK_PERIOD_S = 2.0
 # What Ray 2.60's RAY_SERVE_THROUGHPUT_OPTIMIZED sets, less direct ingress (which listens on
-# ports of its own, not --port): the replica runs our handler on its own event loop and the
-# proxy its router on its own, instead of each on a thread beside it. Issue 67 (AMD EPYC, 2
-# CPUs, 50,000 rows, back to back: bench/results/serve-67-loops-*.json): 32 clients 79.1 ->
-# 109.8 q/s; 16 clients 103.4 -> 107.1 and one client's p50 20.2 -> 20.4 ms, within the noise.
+# ports of its own, not --port) and its quieter logs (ours are one line a request): the
+# replica runs our handler on its own event loop and the proxy its router on its own, instead
+# of each on a thread beside it; the proxy calls the replica over gRPC rather than as a Ray
+# actor task; the garbage collector skips what the replica built at start-up. Issue 67 (AMD
+# EPYC, 2 CPUs, 50,000 rows, back to back: bench/results/serve-67-loops-*.json): the loops,
+# 32 clients 79.1 -> 109.8 q/s; 16 clients 103.4 -> 107.1 and one client's p50 20.2 -> 20.4
+# ms, within the noise; gRPC and the GC freeze (serve-67b-ab-*.json): one client's p50 16.4
+# -> 14.5 ms (the proxy and the hop 4.9 -> 3.4), 16 clients 147.8 -> 157.7 q/s, CPU a query
+# 10.9 -> 9.8 ms.
 # A value in this job's environment wins; the replica gets it in its runtime env (any
 # cluster), the proxy only on a cluster this job starts.
 SERVE_LOOPS_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
-                   "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
+                   "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+                   "RAY_SERVE_USE_GRPC_BY_DEFAULT": "1",
+                   "RAY_SERVE_FREEZE_GC_ON_STARTUP": "1"}
 
 
 def run_serve(config: ServeConfig) -> None:
@@ -67,6 +74,7 @@ def run_serve(config: ServeConfig) -> None:
         info = _get_json(f"{url}/info", config.secret)
         print(json.dumps({"url": url, "table": uri, "rows": info["rows"],
                           "index": info["index"], "search": info["search"],
+                          "query_precision": info["query_precision"]["precision"],
                           "replicas": config.replicas.spec()}), flush=True)
         sys.stdout = sys.stderr  # the line above is the result: Ray's notes go to stderr
         logger.info("serving %s at %s (Ctrl-C stops it)", uri, url)
@@ -93,7 +101,8 @@ def start_service(config: ServeConfig) -> str:
 
     spec = ServiceSpec(
         table=config.table, s3_endpoint=config.s3_endpoint, device=config.device,
-        search_mode=config.search_mode, nprobes=config.nprobes, refine_factor=config.refine_factor,
+        search_mode=config.search_mode, query_precision=config.query_precision,
+        nprobes=config.nprobes, refine_factor=config.refine_factor,
         limits=Limits(config.max_k, config.max_queries, config.max_body_bytes),
         secret=config.secret, max_batch_size=config.max_batch_size,
         request_timeout_s=config.request_timeout_s)
@@ -115,8 +124,24 @@ def start_service(config: ServeConfig) -> str:
                                for name, value in SERVE_LOOPS_ENV.items()}}},
         # our one line a request (service.py), not Serve's own access log beside it
         logging_config={"log_level": "INFO", "enable_access_log": False}, **scaling)
-    serve.run(deployment.bind(spec), name=APPLICATION, route_prefix="/")
+    try:
+        serve.run(deployment.bind(spec), name=APPLICATION, route_prefix="/")
+    except RuntimeError as exc:  # the replicas failed to start: say why in one line
+        raise ValueError(f"the service did not start: {replica_failure() or exc}") from None
     return f"http://{config.host}:{config.port}"
+
+
+def replica_failure() -> str | None:
+    """The last line of the error the replicas failed to start with (Serve's deployment status
+    holds their traceback; e.g. `--query-precision bf16` refused), if Serve says one."""
+    from ray import serve
+
+    try:
+        message = serve.status().applications[APPLICATION].deployments["SearchService"].message
+    except (KeyError, AttributeError):
+        return None
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[-1] if lines else None
 
 
 def check_port_free(host: str, port: int) -> None:

@@ -21,8 +21,9 @@ A bad request gets a 400 with a one-line reason (`search_requests`; OpenAI's err
 past --max-queued-requests), a failure of ours a 500 whose reason names no Python type (the
 trace goes to the log). Each request is logged in one line: method, path, status, latency.
 
-Each search answer carries a `Server-Timing` header, the replica's time by stage (ms): `wait`
-(for its batch to start), `encode` (tokenizing and the encoder), `search`, `texts` (the hits'
+Each search answer carries a `Server-Timing` header, the replica's time by stage (ms): `body`
+(the request's body read and checked: Ray Serve's replica fetches it from the proxy, a call
+back), `wait` (for its batch to start), `encode` (tokenizing and the encoder), `search`, `texts` (the hits'
 columns), `json`, and `total` (the request in this replica); `batch;desc=N` its batch's size.
 bench/bench_serve.py reads it: what the client saw beyond `total` is the proxy and the hop."""
 
@@ -51,7 +52,7 @@ READ = ("GET", "HEAD")
 ROUTES = {"/": READ, "/healthz": READ, "/info": READ, "/search": ("POST",),
           "/v1/embeddings": ("POST",), "/v1/models": READ}
 OPEN_PATHS = ("/healthz",)  # answered without the token: it says "ok" and nothing else
-STAGES = ("wait", "encode", "search", "texts", "json", "total")
+STAGES = ("body", "wait", "encode", "search", "texts", "json", "total")
 AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="sentray"'}
 
 
@@ -63,6 +64,7 @@ class ServiceSpec:
     s3_endpoint: str | None
     device: str
     search_mode: str
+    query_precision: str
     nprobes: int | None
     refine_factor: int
     limits: Limits
@@ -88,10 +90,11 @@ class SearchService:
 
         self.spec = spec
         self.index = VectorIndex(spec.table, s3_endpoint=spec.s3_endpoint, device=spec.device,
-                                 mode=spec.search_mode)
+                                 mode=spec.search_mode, query_precision=spec.query_precision)
         # the embeddings API answers the job's float vectors (an int8 or binary output's
-        # before quantization): the search's own encoder, or its float side
-        self.embedder = self.index.float_encoder or self.index.encoder
+        # before quantization): the rows' own encoder (never the searches' bf16), or its
+        # float side
+        self.embedder = self.index.float_encoder or self.index.exact_encoder
         self.model = openai_api.ServedModel.of(self.index.description.settings)
         self.created = int(time.time())
         # One thread runs every encoder call, searches' batches and embedding requests in
@@ -101,9 +104,14 @@ class SearchService:
         self.encoder_thread = ThreadPoolExecutor(1, thread_name_prefix="encoder")
         self.page = PAGE.read_text(encoding="utf-8")
         self.info = table_info(self.index, spec)
+        # batches of a power of two queries: the shapes the query encoder pads to
         self.batches = QueryBatches(self._search_blocking, spec.max_batch_size,
-                                    self.encoder_thread)
-        self._search_blocking([("warm up", 1)])  # the encoder's and the index's first call
+                                    self.encoder_thread, powers_of_two=True)
+        # the query encoder's kernels for the common batch shapes built now, not as queries
+        # meet them (the replica's memory stays where it starts); then the index's first call
+        shapes = self.index.encoder.warm_shapes(spec.max_batch_size)
+        logger.info("query encoder warmed at %d batch shapes", shapes)
+        self._search_blocking([("warm up", 1)])
 
     async def __call__(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -163,6 +171,7 @@ class SearchService:
             parsed = parse_search(body, self.spec.limits)
         except BadRequest as exc:
             raise Refused(400, str(exc)) from None
+        read_at = time.perf_counter()
         answers: list[Batched] = await self._within_timeout(asyncio.gather(
             *(self.batches.submit((q, parsed.k)) for q in parsed.queries)))
         encoded_at = time.perf_counter()
@@ -180,8 +189,8 @@ class SearchService:
         # the slowest of the request's queries, stage by stage
         stages = {name: max(a.result[1].get(name, 0.0) for a in answers)
                   for name in ("encode", "search", "texts")}
-        stages.update(wait=max(a.waited_s for a in answers), json=done - encoded_at,
-                      total=done - started)
+        stages.update(body=read_at - started, wait=max(a.waited_s for a in answers),
+                      json=done - encoded_at, total=done - started)
         timing = ", ".join(f"{name};dur={stages[name] * 1000:.2f}" for name in STAGES)
         return Response(content, media_type="application/json", headers={
             "Server-Timing": f"{timing}, batch;desc={max(a.batch_size for a in answers)}"})
@@ -282,5 +291,6 @@ def table_info(index, spec: ServiceSpec) -> dict:
             "search": ("exact, the vectors held in memory" if index.mode == "memory"
                        else "the table's index" if state and state.trained_rows
                        else "exact, in the table"),
+            "query_precision": index.query_precision.as_dict(),
             "nprobes": spec.nprobes or index.nprobes, "refine_factor": spec.refine_factor,
             "max_k": spec.limits.max_k, "max_queries": spec.limits.max_queries}

@@ -31,7 +31,7 @@ def served(tmp_path_factory, tiny_model_dir, brown_corpus):
     root = indexed_output(tmp_path_factory.mktemp("openai"), tiny_model_dir, brown_corpus)
     service = SearchService(ServiceSpec(
         table=str(root / "out"), s3_endpoint=None, device="cpu", search_mode="auto",
-        nprobes=None, refine_factor=10, limits=Limits(20, 8, 4096), secret=TOKEN,
+        query_precision="auto", nprobes=None, refine_factor=10, limits=Limits(20, 8, 4096), secret=TOKEN,
         max_batch_size=8, request_timeout_s=30.0))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(asgi(service), host="127.0.0.1", port=port,

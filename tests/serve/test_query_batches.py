@@ -58,3 +58,27 @@ def test_every_item_is_answered_in_order(count):
         return await asyncio.gather(*(batches.submit(i) for i in range(count)))
 
     assert [r.result for r in asyncio.run(scenario())] == [i * 2 for i in range(count)]
+
+
+def test_powers_of_two_take_the_largest_whole_bucket_of_those_waiting():
+    """11 waiting behind a running batch, at most 32: batches of 8, 2, 1 (the shapes a
+    bucketed encoder runs unpadded), every item answered with its own result."""
+    gate = threading.Event()
+
+    def run(items):
+        if items == ["first"]:
+            gate.wait(5)
+        return [f"{item}!" for item in items]
+
+    async def scenario():
+        batches = QueryBatches(run, max_batch_size=32, powers_of_two=True)
+        first = asyncio.ensure_future(batches.submit("first"))
+        await asyncio.sleep(0.05)
+        rest = [asyncio.ensure_future(batches.submit(f"q{i}")) for i in range(11)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        return await first, await asyncio.gather(*rest), batches.sizes
+
+    first, rest, sizes = asyncio.run(scenario())
+    assert sizes == [1, 8, 2, 1]
+    assert [r.result for r in rest] == [f"q{i}!" for i in range(11)]

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from served_output import asgi, indexed_output
+from served_output import asgi, indexed_output, job_vectors
 
+from sentray.kit.cpu import cpu_bf16_native
 from sentray.serve.search_requests import Limits
 
 
@@ -28,7 +29,7 @@ def make_service(indexed: Path, **changes):
     from sentray.serve.service import SearchService, ServiceSpec
 
     values = dict(table=str(indexed / "out"), s3_endpoint=None, device="cpu",
-                  search_mode="auto", nprobes=None,
+                  search_mode="auto", query_precision="exact", nprobes=None,
                   refine_factor=10, limits=Limits(20, 8, 4096), secret=None, max_batch_size=8,
                   request_timeout_s=10.0)
     return SearchService(ServiceSpec(**{**values, **changes}))
@@ -132,8 +133,9 @@ def test_http_details_allow_head_and_no_python_names(service):
 
 
 def test_concurrent_queries_are_one_batch_and_the_loop_keeps_answering(indexed, caplog):
-    """Eight searches at once: the first runs alone at once (no wait for company); the seven
-    that arrive while it is held up are the next batch, encoded together. Meanwhile /healthz
+    """Nine searches at once: the first runs alone at once (no wait for company); the eight
+    that arrive while it is held up are the next batch, encoded together (eight: a power of
+    two, the shapes the query encoder pads to). Meanwhile /healthz
     answers at once (the search runs in a thread). A search that outlasts the request timeout
     gets a 503 with its reason."""
     service = make_service(indexed, request_timeout_s=30.0)
@@ -156,7 +158,7 @@ def test_concurrent_queries_are_one_batch_and_the_loop_keeps_answering(indexed, 
             searches = [asyncio.create_task(http.post("/search", json={"query": "q 0"}))]
             await asyncio.sleep(0.3)  # the first is running (held up) when the others come
             searches += [asyncio.create_task(http.post("/search", json={"query": f"q {i}"}))
-                         for i in range(1, 8)]
+                         for i in range(1, 9)]
             await asyncio.sleep(0.3)
             started = time.perf_counter()
             health = await http.get("/healthz")
@@ -177,12 +179,36 @@ def test_concurrent_queries_are_one_batch_and_the_loop_keeps_answering(indexed, 
     finally:
         serve_logger.removeHandler(caplog.handler)
     assert health.status_code == 200 and health_s < 0.5
-    assert [a.status_code for a in answers] == [200] * 8
-    assert batches[:2] == [1, 7] and service.batches.sizes[:2] == [1, 7]
+    assert [a.status_code for a in answers] == [200] * 9
+    assert batches[:2] == [1, 8] and service.batches.sizes[:2] == [1, 8]
     assert late.status_code == 503 and "no answer within 0.5 s" in late.json()["error"]
     # each record once, whether it reached the handler directly or through the root logger
     records = {id(r): r for r in caplog.records if r.name == "ray.serve"}.values()
     lines = [r.getMessage() for r in records]
-    assert sum(line.startswith("POST /search 200 ") for line in lines) == 8
+    assert sum(line.startswith("POST /search 200 ") for line in lines) == 9
     assert any(line.startswith("GET /healthz 200 ") and line.endswith(" ms")
                for line in lines)
+
+
+@pytest.mark.skipif(not cpu_bf16_native(), reason="bf16 is emulated on this CPU (refused)")
+def test_bf16_queries_search_while_embeddings_stay_the_jobs_vectors(indexed):
+    """--query-precision bf16: /info says so, a corpus sentence still finds itself first, and
+    /v1/embeddings answers the job's own vectors (the exact encoder: cosine >= 0.9999, the
+    OpenAI test's bound)."""
+    service = make_service(indexed, query_precision="bf16")
+    stored = job_vectors(indexed)
+    ids = sorted(stored)[:4]
+    texts = [stored[i][0] for i in ids]
+    with client(service) as http:
+        info = http.get("/info").json()
+        hits = http.post("/search", json={"query": texts[0], "k": 1}).json()["hits"]
+        answer = http.post("/v1/embeddings", json={"model": info["model"], "input": texts,
+                                                   "encoding_format": "float"}).json()
+    assert info["query_precision"]["precision"] == "bf16"
+    assert info["query_precision"]["cosine_min"] >= 0.999
+    assert hits[0]["text"] == texts[0]
+    got = np.asarray([item["embedding"] for item in answer["data"]], dtype=np.float32)
+    expected = np.stack([stored[i][1] for i in ids])
+    cosine = (got * expected).sum(1) / (np.linalg.norm(got, axis=1)
+                                        * np.linalg.norm(expected, axis=1))
+    assert cosine.min() >= 0.9999
