@@ -54,3 +54,8 @@ def test_a_row_its_runtime_does_not_run_as_asked_is_no_candidate(monkeypatch):
     rows[1]["runs_as_asked"] = True  # a bf16 that runs as itself is held to
     assert "(openvino bf16): 0.93x (goal >= 0.95): NOT met" in bench_embed.candidates_table(
         rows, chosen)
+    # what the job's probe logged of its choice, against that candidate's steady rate
+    chosen[0]["measured"] = [{"runtime": "openvino", "precision": "fp32", "rate": 270.0}]
+    assert ("the probe's logged rate of its choice (270/s) / that candidate's steady rate here "
+            "(229/s): 1.18 (goal within 15%): NOT met") in bench_embed.candidates_table(
+                rows, chosen)

@@ -39,7 +39,7 @@ from sentray.bulk_embedding.storing import StoreVectors
 from sentray.bulk_embedding.tokenizing import TokenizeRows
 from sentray.corpus import corpus_job, execution, part_files
 from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig, CpuStep
-from sentray.corpus.reading import first_records
+from sentray.corpus.reading import first_records, first_texts
 from sentray.corpus.source_runs import source_runs
 from sentray.corpus.sources import (
     CorpusConfig,
@@ -302,14 +302,6 @@ class EmbedJob(corpus_job.CorpusJob):
         return (model.location,) if model.origin == "folder" else ()
 
 
-def probe_rows(sources: list[Source], corpus: CorpusConfig) -> list[str]:
-    """The corpus's first rows' texts, which the probe encodes (rows like the job's)."""
-    from sentray.precision.probe import PROBE_SAMPLE_ROWS
-
-    table = first_records(sources, corpus, PROBE_SAMPLE_ROWS)
-    return [t for t in table.column("text").to_pylist() if t] if table.num_columns else []
-
-
 def where_actors_run(pool: ActorPoolConfig, rows: int) -> Where:
     """Where this job's encoders run, decided once: in this process (a small input, no
     cluster), else in actors of the pool's CPUs and GPUs, each encoder on its actor's CPUs. The
@@ -330,7 +322,7 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
     plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept,
-                        corpus=lambda: probe_rows(sources, config.corpus))
+                        corpus=lambda rows: first_texts(sources, config.corpus, rows))
     config = as_planned(config, plan)
     rows_per_file = config.rows_per_file
     if rows_per_file is None:

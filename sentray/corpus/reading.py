@@ -214,3 +214,9 @@ def first_records(sources: list[Source], corpus: CorpusConfig, rows: int) -> pa.
             if held >= rows:
                 return pa.concat_tables(tables)
     return pa.concat_tables(tables) if tables else pa.table({})
+
+
+def first_texts(sources: list[Source], corpus: CorpusConfig, rows: int) -> list[str]:
+    """The texts of the input's first `rows` records that have one (not null, not empty)."""
+    table = first_records(sources, corpus, rows)
+    return [t for t in table.column("text").to_pylist() if t] if table.num_columns else []

@@ -100,12 +100,12 @@ class Kept:
 
 def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where = HERE,
                  kept: Kept | None = None, default_pooling: str = "last_avg", module=None,
-                 tokenizer=None, corpus: Callable[[], Sequence[str]] | None = None
+                 tokenizer=None, corpus: Callable[[int], Sequence[str]] | None = None
                  ) -> EncoderPlan:
     """The plan of `config`'s encoder for a job of `rows` rows (None: unknown) whose encoders
     run `where`; `kept`: what the output's rows were made with; `module`/`tokenizer`: a model
-    handed in (tests, the trainer), planned and probed as it is; `corpus`: gives the job's
-    first rows, read only when the probe measures (it encodes them)."""
+    handed in (tests, the trainer), planned and probed as it is; `corpus(n)`: the texts of
+    the job's first n rows, read only when the probe measures (it encodes them)."""
     device = decide_device(config.device, where)
     plan = dataclasses.replace(model_plan(config, default_pooling=default_pooling,
                                           module=module), device=device)
@@ -174,7 +174,7 @@ def check_precision(precision: str, device: str, flags: frozenset[str] | None = 
 
 def measured(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
              where: Where, exact: bool, module, tokenizer,
-             corpus: Callable[[], Sequence[str]] | None = None) -> EncoderPlan:
+             corpus: Callable[[int], Sequence[str]] | None = None) -> EncoderPlan:
     """`auto` on a CPU, or fp32's runtime (`exact`): decided by the probe where the encoders
     run (`Where.run`: a Ray task on a node of the cluster, with an actor's CPUs, when they run
     there), on their threads. A job too small to pay for the measurement (`SMALL_JOB` rows) is
@@ -189,7 +189,8 @@ def measured(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | 
 
     return where.run(probe.decide, plan, calibration, rows=rows, threads=where.threads,
                      exact=exact, module=module, tokenizer=tokenizer, measure=not small,
-                     corpus=None if small or corpus is None else list(corpus()))
+                     corpus=None if small or corpus is None
+                     else list(corpus(probe.PROBE_SAMPLE_ROWS)))
 
 
 def _run_in_task(fn, args, kwargs):

@@ -449,15 +449,8 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
             if kind is not None and kind not in artefact_of:
                 continue  # its conversion was weighed, and not made
             if kind is not None and artefact_of[kind] is None:
-                best = max(m.rate for m in measured if m.passed)
-                worth, note = worth_converting(kind, rows, best, rate, calibration.rows,
-                                               len(texts))
-                if worth and kind == "onnx-int8" and artefact_of.get("onnx") is not None:
-                    worth, note = int8_products.int8_can_pay(
-                        note, artefact_of["onnx"].data, {
-                            m.runtime: m.rate for m in measured if m.precision == "fp32"
-                            and m.passed and (m.runtime, "int8") in grid},
-                        best, MARGIN, plan.max_tokens_per_batch or 32 * plan.batch_size, threads)
+                worth, note = conversion_pays(kind, plan, rows, measured, artefact_of, grid,
+                                              calibration.rows, len(texts), threads)
                 notes.append(note)
                 if not worth:
                     del artefact_of[kind]
@@ -477,6 +470,24 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
                     [{k: round(v, 8) if isinstance(v, float) else v
                       for k, v in dataclasses.asdict(m).items()} for m in measured],
                     cpu_info()["name"], threads), kept
+
+
+def conversion_pays(kind: str, plan: EncoderPlan, rows: int | None, measured: list[Measured],
+                    artefact_of: dict, grid: tuple, calibration_rows: int, probe_rows: int,
+                    threads: int) -> tuple[bool, str]:
+    """Whether to make the artefact `kind` (not in the cache) for this job, and the note that
+    says why: its rows must pay back its estimated cost at the best rate measured so far and,
+    for the int8 model, its largest matrix product timed in int8 must say it can beat that."""
+    best = max(m.rate for m in measured if m.passed)
+    reference = measured[0].rate  # torch fp32's
+    worth, note = worth_converting(kind, rows, best, reference, calibration_rows, probe_rows)
+    if worth and kind == "onnx-int8" and artefact_of.get("onnx") is not None:
+        worth, note = int8_products.int8_can_pay(
+            note, artefact_of["onnx"].data, {
+                m.runtime: m.rate for m in measured if m.precision == "fp32"
+                and m.passed and (m.runtime, "int8") in grid},
+            best, MARGIN, plan.max_tokens_per_batch or 32 * plan.batch_size, threads)
+    return worth, note
 
 
 def kept_rows(run: Timed, texts: list[str], token_ids: list[list[int]],

@@ -299,7 +299,7 @@ def test_the_probe_encodes_the_corpus_rows_and_keeps_the_chosen_candidates_vecto
     fake_timings(monkeypatch, RATES)
     corpus = [f"row {i} of the corpus has {i % 7} more words in it" for i in range(100)]
     plan = plan_encoder(tiny_config(), rows=100_000, module=model, tokenizer=tokenizer,
-                        corpus=lambda: corpus)
+                        corpus=lambda rows: corpus[:rows])
     assert (plan.runtime, plan.precision) == ("openvino", "fp32") and plan.probed is not None
     texts = list(plan.probed.texts)
     assert texts and set(texts) <= set(corpus)
