@@ -490,3 +490,20 @@ def test_source_runs_keep_finished_parts_and_drop_what_compaction_left(tmp_path)
     changed = _keyed(Source("s", "s", None, "s", "parquet", num_rows=60), "s")
     assert len(source_runs([out], changed).stale) == 4 and source_runs([out], changed).missing \
         == [(0, 60)]
+
+
+def test_first_texts_are_the_inputs_first_rows_with_a_text_across_files(tmp_path):
+    """What the probe encodes (`first_texts`): the first rows in the reader's file order, null
+    and empty ones left out, across a text file and a Parquet file, no more than asked."""
+    from sentray.corpus.reading import first_texts
+
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "a.txt").write_text("one\n\ntwo\n")
+    write_parquet(root / "b.parquet", pa.table({"text": ["three", None, "", "four", "five"]}),
+                  row_group_size=2)
+    config = CorpusConfig(input=str(root))
+    sources = discover_sources(config)
+    assert first_texts(sources, config, 100) == ["one", "two", "three", "four", "five"]
+    assert first_texts(sources, config, 5) == ["one", "two", "three"]  # 5 rows: 2 with no text
+    assert first_texts([], config, 10) == []
