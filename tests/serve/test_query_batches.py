@@ -12,13 +12,19 @@ import pytest
 from sentray.serve.query_batches import QueryBatches
 
 
-def test_batches_hold_what_queued_while_the_last_ran():
-    gate = threading.Event()
-
+def held_first(gate: threading.Event):
+    """A batch runner that holds the batch of the lone "first" item until `gate` is set, so
+    that what arrives meanwhile queues; it answers each item with "item!"."""
     def run(items):
         if items == ["first"]:
             gate.wait(5)
         return [f"{item}!" for item in items]
+    return run
+
+
+def test_batches_hold_what_queued_while_the_last_ran():
+    gate = threading.Event()
+    run = held_first(gate)
 
     async def scenario():
         batches = QueryBatches(run, max_batch_size=3)
@@ -64,11 +70,7 @@ def test_powers_of_two_take_the_largest_whole_bucket_of_those_waiting():
     """11 waiting behind a running batch, at most 32: batches of 8, 2, 1 (the shapes a
     bucketed encoder runs unpadded), every item answered with its own result."""
     gate = threading.Event()
-
-    def run(items):
-        if items == ["first"]:
-            gate.wait(5)
-        return [f"{item}!" for item in items]
+    run = held_first(gate)
 
     async def scenario():
         batches = QueryBatches(run, max_batch_size=32, powers_of_two=True)
