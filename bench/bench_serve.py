@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import numpy as np
 
@@ -98,8 +99,9 @@ def cpu_per_query(before: dict, after: dict, answered: int) -> dict:
 class Client:
     """One keep-alive connection to the service."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, method: str = "post") -> None:
         self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.method = method  # post: {"query": ..., "k": ...}; get: /search?query=...&k=...
 
     def search(self, query: str, k: int = 10) -> tuple[int, float, dict | None]:
         """(status, ms, the answer) of one search; status 0 when the connection failed."""
@@ -108,11 +110,13 @@ class Client:
 
     def timed_search(self, query: str, k: int = 10) -> tuple[int, float, dict | None, dict]:
         """`search`, with the replica's stages (ms) from its Server-Timing header."""
-        body = json.dumps({"query": query, "k": k})
         started = time.perf_counter()
         try:
-            self.connection.request("POST", "/search", body,
-                                    {"Content-Type": "application/json"})
+            if self.method == "get":
+                self.connection.request("GET", "/search?" + urlencode({"query": query, "k": k}))
+            else:
+                self.connection.request("POST", "/search", json.dumps({"query": query, "k": k}),
+                                        {"Content-Type": "application/json"})
             answer = self.connection.getresponse()
             data = answer.read()
         except (OSError, http.client.HTTPException):
@@ -138,7 +142,8 @@ def server_timing(header: str | None, client_ms: float) -> dict:
     return stages
 
 
-def phase(port: int, queries: list[str], clients: int, limit: int, seconds: float) -> dict:
+def phase(port: int, queries: list[str], clients: int, limit: int, seconds: float,
+          method: str = "post") -> dict:
     """`clients` closed-loop clients sending up to `limit` queries in all, for at most
     `seconds`: latency percentiles, queries/s, errors."""
     latencies: list[float] = []
@@ -149,7 +154,7 @@ def phase(port: int, queries: list[str], clients: int, limit: int, seconds: floa
     deadline = time.perf_counter() + seconds
 
     def run() -> None:
-        client = Client(port)
+        client = Client(port, method)
         while time.perf_counter() < deadline:
             with lock:
                 number = next(sent, None)
@@ -178,7 +183,7 @@ def phase(port: int, queries: list[str], clients: int, limit: int, seconds: floa
             if any("batch" in t for t in stages) else None}
 
 
-def service_recall(port: int, table: str, queries: list[str]) -> float:
+def service_recall(port: int, table: str, queries: list[str], method: str = "post") -> float:
     """recall@10 of the service's answers against exact search over the table with the
     rows' own query vectors (the queries encoded by the rows' plan, exactly, in this process,
     whatever precision the service encodes its queries in)."""
@@ -187,7 +192,7 @@ def service_recall(port: int, table: str, queries: list[str]) -> float:
     index = VectorIndex(table, device="cpu", mode="table")
     vectors = np.asarray([v for v, _ in index.encode(queries)], dtype=np.float32)
     exact = exact_top(index.table, vectors, 10)
-    client = Client(port)
+    client = Client(port, method)
     found = []
     for query, truth in zip(queries, exact, strict=True):
         status, _, answer = client.search(query)
@@ -291,6 +296,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--recall-queries", type=int, default=200)
     parser.add_argument("--replica-threads", type=int, default=1, help="the ceiling's threads: "
                         "the replica's (Ray gives a 1-CPU actor one)")
+    parser.add_argument("--method", choices=("post", "get"), default="post",
+                        help="post: POST /search with a JSON body; get: GET /search?query=... "
+                             "(no body for the replica to fetch back from the proxy)")
     parser.add_argument("--flags", default="", help="more flags for jobs/serve.py")
     parser.add_argument("--record", type=Path)
     parser.add_argument("--screenshot", type=Path)
@@ -307,24 +315,28 @@ def main() -> None:
         # warm-up: the first calls of each part, and batches as large as the run's (32
         # clients), so that "after warm-up" is the memory of a service that has seen its load
         warm = phase(args.port, queries[-args.warm_up:], 32, args.warm_up,
-                     max(60.0, args.warm_up / 10))
-        report = {"cpu": cpu_line(), "service": ready, "flags": flags, "warm_up": warm,
+                     max(60.0, args.warm_up / 10), args.method)
+        report = {"cpu": cpu_line(), "service": ready, "flags": flags, "method": args.method,
+                  "warm_up": warm,
                   "rss_warm": rss_mib(process.pid), "phases": {}}
-        report["phases"]["1"] = phase(args.port, queries, 1, args.one_client, args.seconds)
+        report["phases"]["1"] = phase(args.port, queries, 1, args.one_client, args.seconds,
+                                      args.method)
         for clients in (16, 32):
             before = cpu_seconds(process.pid)
-            found = phase(args.port, queries, clients, args.concurrent, args.seconds)
+            found = phase(args.port, queries, clients, args.concurrent, args.seconds,
+                          args.method)
             found["cpu_ms_per_query"] = cpu_per_query(before, cpu_seconds(process.pid),
                                                       found["answered"])
             report["phases"][str(clients)] = found
         answered = sum(p["answered"] for p in report["phases"].values())
         if args.soak > answered:
-            report["soak"] = phase(args.port, queries, 16, args.soak - answered, args.soak / 20)
+            report["soak"] = phase(args.port, queries, 16, args.soak - answered, args.soak / 20,
+                                   args.method)
             answered += report["soak"]["answered"]
         report["queries_after_warm_up"] = answered
         report["rss_after"] = rss_mib(process.pid)
         report["recall_at_10"] = service_recall(args.port, table,
-                                                queries[:args.recall_queries])
+                                                queries[:args.recall_queries], args.method)
         if args.screenshot:
             screenshot(ready["url"], "the jury praised the city election", args.screenshot)
     finally:

@@ -14,7 +14,7 @@ from sentray.kit.validation import check_at_least, check_choices
 
 IndexType = Literal["IVF_PQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "flat"]
 WriteMode = Literal["auto", "local", "ray"]
-SearchMode = Literal["auto", "memory", "table"]  # how a table is searched: index/resident.py
+SearchMode = Literal["auto", "memory", "exact", "table"]  # how a table is searched: index/resident.py
 
 
 @dataclass(frozen=True)
@@ -91,8 +91,10 @@ class SearchConfig:
     refine_factor: int = 10
     s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)
     device: str = "auto"  # where the query encoder runs: auto, cpu, cuda
-    # memory: the vectors held in memory, searched exactly; table: the table's ANN index (or
-    # its exact scan); auto: memory where their float32 copy takes <= 256 MiB
+    # memory: the vectors held in memory (from 20,000 rows a 128-d projection first, the best
+    # rows re-ranked exactly); exact: held in memory, every row compared at full dimension;
+    # table: the table's ANN index (or its exact scan); auto: memory where their float32 copy
+    # takes <= 256 MiB
     search_mode: SearchMode = "auto"
 
     def __post_init__(self) -> None:

@@ -3,7 +3,7 @@ notebooks), `search` (the same in one call) and `run_search`, the job behind `jo
 
 A query is embedded by `QueryEncoder`, from the description the table stores, so
 it goes through what made the rows. Float tables: cosine distance (score: cosine similarity),
-exact over the vectors held in memory where they fit (`resident`: --search-mode), else through
+over the vectors held in memory where they fit (`resident`: --search-mode), else through
 the ANN index with the top k x refine_factor candidates re-ranked exactly. Binary tables:
 hamming distance over the packed bits, exact (score: 1 - hamming / dimension), then, with
 refine_factor > 0, the top k x refine_factor re-ranked by the float query against the
@@ -45,9 +45,11 @@ class VectorIndex:
         hits = index.search(["a query", "another"], k=5)  # one list of hits per query
         hits[0][0]  # {"id": ..., "score": ..., "source": ..., "row": ..., "text": ...}
 
-    mode: "auto" (the vectors held in memory and searched exactly where their float32 copy
-    fits in resident.MEMORY_SEARCH_MIB), "memory" or "table" (the table's own search);
-    `index.mode` says which it is. query_precision: "exact" (the rows' own plan), "bf16" or
+    mode: "auto" (the vectors held in memory where their float32 copy fits in
+    resident.MEMORY_SEARCH_MIB), "memory" (held; from 20,000 rows a projected first pass, the
+    best rows re-ranked exactly: projection.py), "exact" (held, every row compared at full
+    dimension) or "table" (the table's own search); `index.mode` says which it is.
+    query_precision: "exact" (the rows' own plan), "bf16" or
     "auto" (`sentray.bulk_embedding.query_precision`); `index.query_precision` says which.
     """
 
@@ -77,18 +79,19 @@ class VectorIndex:
                         if c in self.table.schema.names]
         state = IndexState.read(storage.locate(self.uri, s3_endpoint))
         self.nprobes = default_nprobes(state.partitions if state else 0)
-        # a float table small enough is held in memory and searched exactly (resident.py)
+        # a float table small enough is held in memory (resident.py)
         self.mode = search_mode(mode, rows=self.table.count_rows(),
                                 dimension=self.description.dimension, binary=self.binary)
-        self.resident = (ResidentVectors(self.table.to_lance(), self.columns)
-                         if self.mode == "memory" else None)
+        self.resident = (ResidentVectors(self.table.to_lance(), self.columns,
+                                         projected=self.mode == "memory")
+                         if self.mode in ("memory", "exact") else None)
 
     def search(self, queries: Sequence[str], k: int = 10, *, nprobes: int | None = None,
                refine_factor: int = 10) -> list[list[dict]]:
         """The k nearest rows of each query, nearest first: dicts of id, score, source, row
         (and text, when the table holds texts). nprobes: IVF partitions searched (default: a
         sixth of the index's, at least 20); refine_factor: the top k x this candidates
-        re-ranked exactly (neither applies to vectors held in memory: exact)."""
+        re-ranked exactly (neither applies to vectors held in memory)."""
         if isinstance(queries, str):
             queries = [queries]
         for number, query in enumerate(queries, 1):

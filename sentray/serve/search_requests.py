@@ -1,10 +1,16 @@
 """What a search request may say, checked before any query is encoded: `parse_search` turns the
-body of `POST /search` into a `SearchRequest` or raises `BadRequest`, whose message is the
-one-line reason the 400 carries. Pure: no Ray, no table.
+body of `POST /search` into a `SearchRequest`, and `parse_search_params` the query string of
+`GET /search`, or raises `BadRequest`, whose message is the one-line reason the 400 carries.
+Pure: no Ray, no table.
 
-    {"query": "a dog in the park", "k": 10}
-    {"queries": ["a dog in the park", "the city budget"], "k": 5}
-    {"query": "a dog in the park", "full_text": true}
+    POST /search  {"query": "a dog in the park", "k": 10}
+                  {"queries": ["a dog in the park", "the city budget"], "k": 5}
+                  {"query": "a dog in the park", "full_text": true}
+    GET  /search?query=a+dog+in+the+park&k=10&full_text=true   (one query)
+
+Why GET too: Ray Serve's replica fetches a request's body from the proxy with a call back to it
+(the `body` stage of the service's Server-Timing: 1.8 ms of a lone query's 13.6, issue 67,
+bench/results/serve-67b-50k-mean-amd.json); the query string travels with the request.
 
 A hit's text is cut at TEXT_CHARS characters unless the request asks for `"full_text": true`
 (a table may hold texts of any length: 64 queries x k=100 of whole texts came back as 1.25 MB,
@@ -14,6 +20,7 @@ and one 300,000-character row would be 300 kB of every answer that finds it).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 FIELDS = ("query", "queries", "k", "full_text")
@@ -52,6 +59,36 @@ def parse_search(body: bytes, limits: Limits) -> SearchRequest:
                          '{"query": "...", "k": 10}') from None
     if not isinstance(values, dict):
         raise BadRequest('the body must be a JSON object: {"query": "...", "k": 10}')
+    return checked_search(values, limits)
+
+
+def parse_search_params(params: Mapping[str, list[str]], limits: Limits) -> SearchRequest:
+    """The search a `GET /search` query string asks for (each name with the values it was
+    given; `token`, the service's key, is not the search's), or BadRequest."""
+    given = {name: values for name, values in params.items() if name != "token"}
+    unknown = sorted(set(given) - {"query", "k", "full_text"})
+    if unknown:
+        raise BadRequest(f"unknown parameter {unknown[0]!r}; GET /search takes query, k and "
+                         "full_text (many queries: POST {\"queries\": [...]})")
+    twice = sorted(name for name, values in given.items() if len(values) > 1)
+    if twice:
+        raise BadRequest(f"{twice[0]!r} is given {len(given[twice[0]])} times; once is read "
+                         "(many queries: POST {\"queries\": [...]})")
+    if "query" not in given:
+        raise BadRequest("no query: GET /search?query=TEXT (&k=10)")
+    values: dict = {"query": given["query"][0]}
+    if "k" in given:
+        text = given["k"][0]
+        values["k"] = int(text) if text.strip().lstrip("-").isdigit() else text
+    if "full_text" in given:
+        flag = given["full_text"][0].lower()
+        values["full_text"] = {"true": True, "1": True, "false": False, "0": False}.get(flag,
+                                                                                      flag)
+    return checked_search(values, limits)
+
+
+def checked_search(values: dict, limits: Limits) -> SearchRequest:
+    """The search `values` (a request's fields) ask for, or BadRequest naming what is wrong."""
     unknown = sorted(set(values) - set(FIELDS))
     if unknown:
         raise BadRequest(f"unknown field {unknown[0]!r}; the fields are {', '.join(FIELDS)}")

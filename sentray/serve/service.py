@@ -6,14 +6,16 @@ what the table records), then answers
     GET  /healthz        {"status": "ok"}: without the token (a load balancer's probe has none)
     GET  /info           the model, pooling, rows and index type the table holds
     POST /search         {"query": "...", "k": 10} or {"queries": [...], "k": 10} -> the hits
+    GET  /search         ?query=...&k=10: one query, the same answer (no body to fetch)
     POST /v1/embeddings  OpenAI's embeddings API (`openai_api`): the embedding job's vectors
     GET  /v1/models      the one model, as OpenAI's API lists models
 
 (HEAD too wherever GET is answered). Concurrent queries are encoded and searched together
-(`query_batches`: what queued while the last batch ran), in a thread, so the replica's event
+(`query_batches`: what queued while the last batch ran), in threads, so the replica's event
 loop keeps taking requests while a batch runs; the encoder runs one call at a time, on one
 thread of its own (its infer request is not thread-safe), searches' batches and embedding
-requests in turn.
+requests in turn; each batch's search runs on another thread, beside the next batch's
+encoding.
 
 A bad request gets a 400 with a one-line reason (`search_requests`; OpenAI's error shape under
 /v1/), a missing or wrong token a 401 with `WWW-Authenticate`, a wrong method a 405 with
@@ -23,8 +25,9 @@ trace goes to the log). Each request is logged in one line: method, path, status
 
 Each search answer carries a `Server-Timing` header, the replica's time by stage (ms): `body`
 (the request's body read and checked: Ray Serve's replica fetches it from the proxy, a call
-back), `wait` (for its batch to start), `encode` (tokenizing and the encoder), `search`, `texts` (the hits'
-columns), `json`, and `total` (the request in this replica); `batch;desc=N` its batch's size.
+back; for GET, the query string read and checked), `wait` (for its batch to start), `encode`
+(tokenizing and the encoder), `search`, `texts` (the hits' columns), `json`, and `total` (the
+request in this replica); `batch;desc=N` its batch's size.
 bench/bench_serve.py reads it: what the client saw beyond `total` is the proxy and the hop."""
 
 from __future__ import annotations
@@ -44,12 +47,18 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from sentray.serve import openai_api
 from sentray.serve.query_batches import Batched, QueryBatches
-from sentray.serve.search_requests import BadRequest, Limits, bounded_text, parse_search
+from sentray.serve.search_requests import (
+    BadRequest,
+    Limits,
+    bounded_text,
+    parse_search,
+    parse_search_params,
+)
 
 logger = logging.getLogger("ray.serve")  # a replica's logger: its lines reach the driver
 PAGE = Path(__file__).with_name("page.html")
 READ = ("GET", "HEAD")
-ROUTES = {"/": READ, "/healthz": READ, "/info": READ, "/search": ("POST",),
+ROUTES = {"/": READ, "/healthz": READ, "/info": READ, "/search": ("GET", "HEAD", "POST"),
           "/v1/embeddings": ("POST",), "/v1/models": READ}
 OPEN_PATHS = ("/healthz",)  # answered without the token: it says "ok" and nothing else
 STAGES = ("body", "wait", "encode", "search", "texts", "json", "total")
@@ -105,13 +114,17 @@ class SearchService:
         self.page = PAGE.read_text(encoding="utf-8")
         self.info = table_info(self.index, spec)
         # batches of a power of two queries: the shapes the query encoder pads to
-        self.batches = QueryBatches(self._search_blocking, spec.max_batch_size,
-                                    self.encoder_thread, powers_of_two=True)
+        # and each batch's search on a thread of its own, beside the next batch's encoding
+        self.search_thread = ThreadPoolExecutor(1, thread_name_prefix="search")
+        self.batches = QueryBatches(self._encode_blocking, spec.max_batch_size,
+                                    self.encoder_thread, powers_of_two=True,
+                                    then=self._find_blocking, then_executor=self.search_thread)
         # the query encoder's kernels for the common batch shapes built now, not as queries
         # meet them (the replica's memory stays where it starts); then the index's first call
         shapes = self.index.encoder.warm_shapes(spec.max_batch_size)
         logger.info("query encoder warmed at %d batch shapes", shapes)
-        self._search_blocking([("warm up", 1)])
+        warm = [("warm up", 1)]
+        self._find_blocking(warm, self._encode_blocking(warm))
 
     async def __call__(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -140,7 +153,8 @@ class SearchService:
             allowed = ", ".join(ROUTES[path])
             raise Refused(405, f"{path} takes {allowed}, not {method}", {"Allow": allowed})
         if method == "HEAD":  # GET's status and headers, no body
-            answer = self._read(path)
+            answer = (await self._search(request, started) if path == "/search"
+                      else self._read(path))
             return Response(b"", answer.status_code, headers=dict(answer.headers))
         if path == "/search":
             return await self._search(request, started)
@@ -167,8 +181,14 @@ class SearchService:
 
     async def _search(self, request: Request, started: float) -> Response:
         try:
-            body = await read_body(request, self.spec.limits.max_body_bytes)
-            parsed = parse_search(body, self.spec.limits)
+            if request.method != "POST":  # GET, HEAD: the query string came with the request
+                params: dict[str, list[str]] = {}
+                for name, value in request.query_params.multi_items():
+                    params.setdefault(name, []).append(value)
+                parsed = parse_search_params(params, self.spec.limits)
+            else:
+                body = await read_body(request, self.spec.limits.max_body_bytes)
+                parsed = parse_search(body, self.spec.limits)
         except BadRequest as exc:
             raise Refused(400, str(exc)) from None
         read_at = time.perf_counter()
@@ -202,14 +222,20 @@ class SearchService:
             raise Refused(503, f"no answer within {self.spec.request_timeout_s:g} s: the "
                                "service is overloaded; retry later") from None
 
-    def _search_blocking(self, items: list[tuple[str, int]]) -> list[tuple[list[dict], dict]]:
-        """One batch of (query, k), in a worker thread: encoded together, searched together at
-        the largest k asked (each query's own k are the first of those); each with the batch's
-        seconds by stage."""
+    def _encode_blocking(self, items: list[tuple[str, int]]) -> tuple[list, float]:
+        """One batch of (query, k), in the encoder's thread: its queries encoded together,
+        and the seconds that took."""
         started = time.perf_counter()
         encoded = self.index.encode([query for query, _ in items])
-        stages = {"encode": time.perf_counter() - started}
-        found = self.index.nearest_many(encoded, max(k for _, k in items),
+        return encoded, time.perf_counter() - started
+
+    def _find_blocking(self, items: list[tuple[str, int]], encoded: tuple[list, float]
+                       ) -> list[tuple[list[dict], dict]]:
+        """The batch `_encode_blocking` encoded, in the search's thread: searched together at
+        the largest k asked (each query's own k are the first of those); each with the batch's
+        seconds by stage."""
+        vectors, stages = encoded[0], {"encode": encoded[1]}
+        found = self.index.nearest_many(vectors, max(k for _, k in items),
                                         nprobes=self.spec.nprobes,
                                         refine_factor=self.spec.refine_factor, stages=stages)
         return [(hits[:k], stages) for hits, (_, k) in zip(found, items, strict=True)]
@@ -275,6 +301,15 @@ def pooling_label(name: str) -> str:
     return f"{alias} ({name})" if alias else name
 
 
+def resident_search(resident) -> str:
+    """How vectors held in memory are searched, as `GET /info` says it."""
+    projection = resident.projection
+    if projection is None:
+        return "exact, the vectors held in memory"
+    return (f"in memory: a {projection.axes.shape[1]}-d projection first, the best rows "
+            f"re-ranked exactly (recall@10 {projection.recall:.3f} on the table's own rows)")
+
+
 def table_info(index, spec: ServiceSpec) -> dict:
     """What `GET /info` says: the embedding the table holds and how it is searched."""
     from sentray.index.index_state import IndexState
@@ -288,7 +323,7 @@ def table_info(index, spec: ServiceSpec) -> dict:
             "dimension": index.description.dimension, "dtype": index.description.dtype,
             "metric": index.description.metric,
             "index": state.index_type if state and state.trained_rows else "none (exact search)",
-            "search": ("exact, the vectors held in memory" if index.mode == "memory"
+            "search": (resident_search(index.resident) if index.resident is not None
                        else "the table's index" if state and state.trained_rows
                        else "exact, in the table"),
             "query_precision": index.query_precision.as_dict(),

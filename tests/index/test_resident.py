@@ -73,9 +73,11 @@ def test_the_rule_behind_search_mode():
     assert search_mode("auto", rows=rows_that_fit, dimension=384, binary=False) == "memory"
     assert search_mode("auto", rows=rows_that_fit + 1, dimension=384, binary=False) == "table"
     assert search_mode("memory", rows=10**7, dimension=768, binary=False) == "memory"
+    assert search_mode("exact", rows=10**7, dimension=768, binary=False) == "exact"
     assert search_mode("table", rows=10, dimension=8, binary=False) == "table"
     assert search_mode("auto", rows=10, dimension=8, binary=True) == "table"
-    with pytest.raises(ValueError, match="hamming"):
-        search_mode("memory", rows=10, dimension=8, binary=True)
-    with pytest.raises(ValueError, match="auto, memory, table"):
+    for held in ("memory", "exact"):
+        with pytest.raises(ValueError, match="hamming"):
+            search_mode(held, rows=10, dimension=8, binary=True)
+    with pytest.raises(ValueError, match="auto, memory, exact, table"):
         search_mode("ram", rows=10, dimension=8, binary=False)

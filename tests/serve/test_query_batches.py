@@ -84,3 +84,50 @@ def test_powers_of_two_take_the_largest_whole_bucket_of_those_waiting():
     first, rest, sizes = asyncio.run(scenario())
     assert sizes == [1, 8, 2, 1]
     assert [r.result for r in rest] == [f"q{i}!" for i in range(11)]
+
+
+def test_the_second_stage_runs_beside_the_next_batch_s_first():
+    """With `then` (the service's search), a batch's second stage runs on its own thread: the
+    next batch's first stage (the encoder) starts while the first batch's search is still
+    held, and each item gets then(items, run(items)) of its own batch."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    search_held, second_encoded = threading.Event(), threading.Event()
+
+    def encode(items):
+        if items != ["first"]:
+            second_encoded.set()
+        return [f"<{item}>" for item in items]
+
+    def search(items, encoded):
+        if items == ["first"]:
+            search_held.wait(5)  # released only once the next batch was encoded
+        return [f"{e}!" for e in encoded]
+
+    async def scenario():
+        batches = QueryBatches(encode, 4, ThreadPoolExecutor(1), then=search,
+                               then_executor=ThreadPoolExecutor(1))
+        first = asyncio.ensure_future(batches.submit("first"))
+        await asyncio.sleep(0.05)
+        rest = asyncio.gather(*(batches.submit(f"q{i}") for i in range(2)))
+        await asyncio.get_running_loop().run_in_executor(None, second_encoded.wait, 5)
+        encoded_meanwhile = second_encoded.is_set() and not first.done()
+        search_held.set()
+        return encoded_meanwhile, await first, await rest
+
+    encoded_meanwhile, first, rest = asyncio.run(scenario())
+    assert encoded_meanwhile
+    assert first.result == "<first>!" and [r.result for r in rest] == ["<q0>!", "<q1>!"]
+    assert first.batch_size == 1 and rest[0].batch_size == 2
+
+
+def test_a_failure_of_the_second_stage_reaches_its_batch():
+    def search(items, encoded):
+        raise RuntimeError("the search broke")
+
+    async def scenario():
+        batches = QueryBatches(lambda items: items, 4, then=search)
+        return await asyncio.gather(*(batches.submit(i) for i in range(3)),
+                                    return_exceptions=True)
+
+    assert [str(e) for e in asyncio.run(scenario())] == ["the search broke"] * 3

@@ -71,6 +71,9 @@ def test_search_info_health_and_page(service, indexed):
         hits = found.json()["hits"]
         assert len(hits) == 3 and hits[0]["text"] == line and hits[0]["id"] == "brown.txt:17"
         assert set(hits[0]) == {"id", "score", "text", "source", "row"}
+        # GET with the query in its URL (no body for the replica to fetch): the same answer
+        got = http.get("/search", params={"query": line, "k": 3, "full_text": "true"}).json()
+        assert got["hits"] == hits and got["query"] == line
         many = http.post("/search", json={"queries": [line, "another"], "k": 2}).json()
         assert [r["query"] for r in many["results"]] == [line, "another"]
         assert many["results"][0]["hits"] == hits[:2]
@@ -94,8 +97,15 @@ def test_bad_requests_get_400_with_their_reason(service):
             assert answer.status_code == 400 and reason in answer.json()["error"]
         answer = http.post("/search", content=b"{oops")
         assert answer.status_code == 400 and "not JSON" in answer.json()["error"]
-        assert http.get("/search").status_code == 405
-        assert "/search takes POST" in http.get("/search").json()["error"]
+        for query, reason in [("", "no query: GET /search?query=TEXT"),
+                              ("?query=", "the query is empty"),
+                              ("?query=a&k=abc", 'k must be a whole number from 1 to 20, got "abc"'),
+                              ("?query=a&k=-2", "from 1 to 20, got -2"),
+                              ("?query=a&top=1", "unknown parameter 'top'"),
+                              ("?query=a&query=b", "'query' is given 2 times"),
+                              ("?query=a&full_text=maybe", '"full_text" must be true or false')]:
+            answer = http.get(f"/search{query}")
+            assert answer.status_code == 400 and reason in answer.json()["error"], query
         assert http.get("/nothing").status_code == 404
 
 
@@ -118,9 +128,12 @@ def test_http_details_allow_head_and_no_python_names(service):
     """A 405 names what the path takes in `Allow`; HEAD is answered wherever GET is (its
     headers, no body); no reason names a Python type."""
     with client(service) as http:
-        wrong = http.get("/search")
-        assert wrong.status_code == 405 and wrong.headers["Allow"] == "POST"
-        assert wrong.json() == {"error": "/search takes POST, not GET"}
+        wrong = http.put("/search")
+        assert wrong.status_code == 405 and wrong.headers["Allow"] == "GET, HEAD, POST"
+        assert wrong.json() == {"error": "/search takes GET, HEAD, POST, not PUT"}
+        searched = http.head("/search?query=a+dog")
+        assert searched.status_code == 200 and searched.content == b""
+        assert searched.headers["content-type"] == "application/json"
         assert http.put("/").headers["Allow"] == "GET, HEAD"
         head = http.head("/")
         assert head.status_code == 200 and head.content == b""
