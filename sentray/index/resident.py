@@ -1,6 +1,7 @@
-"""`ResidentVectors`: a float table's vectors held in memory and searched exactly, one matrix
-product for a batch of queries, the hits' other columns (id, source, row, text) held in memory
-beside them (an Arrow table: its texts in one buffer) and taken by position.
+"""`ResidentVectors`: a float table's vectors held in memory and searched there (one exact
+matrix product for a batch of queries, or a projected first pass from 20,000 rows), the hits'
+other columns (id, source, row, text) held in memory beside them (an Arrow table: its texts in
+one buffer) and taken by position.
 
 Why: below a few hundred thousand rows that product costs less than the ANN index's search, and
 its recall is 1. Measured for issue 56 (AMD EPYC, 2 CPUs, 384-d, batches of 16 queries, CPU time
