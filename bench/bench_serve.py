@@ -22,124 +22,21 @@ each with whether it was met.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlencode
 
 import numpy as np
 
-from bench.bench_index import ROOT, cpu_line, exact_top, held_out
+from bench.bench_index import cpu_line, exact_top, held_out
+from bench.served import Client, cpu_per_query, cpu_seconds, rss_mib, start
 
 # issue 67's goals on a 2-core CPU: (1-client p50 ms, 1-client p99 ms, 16-client queries/s)
 GOALS = {"50k": {"one_client_p50_ms": 10, "one_client_p99_ms": 25, "clients_16_qps": 200},
          "1m": {"one_client_p50_ms": 30, "one_client_p99_ms": None, "clients_16_qps": 80}}
 RECALL_GOAL, RSS_GROWTH_GOAL, CEILING_GOAL = 0.95, 0.10, 0.5
 STAGES = ("proxy_hop", "body", "wait", "encode", "search", "texts", "json")
-
-
-def start(output: Path, port: int, flags: list[str]) -> tuple[subprocess.Popen, dict]:
-    process = subprocess.Popen([sys.executable, "jobs/serve.py", str(output), "--port",
-                                str(port), *flags], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True,
-                               env={**os.environ, "PYTHONPATH": str(ROOT)})
-    line = process.stdout.readline()
-    if not line:
-        raise SystemExit("the service did not start (run it by hand to see why)")
-    return process, json.loads(line)
-
-
-def rss_mib(pid: int) -> dict:
-    """RSS (MiB) of the service's process tree, and of its replicas alone."""
-    import psutil
-
-    family = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    total = replicas = 0
-    for member in family:
-        try:
-            rss = member.memory_info().rss
-            total += rss
-            if "SearchService" in " ".join(member.cmdline()):
-                replicas += rss
-        except psutil.NoSuchProcess:
-            continue
-    return {"service_tree_mib": round(total / 2**20), "replicas_mib": round(replicas / 2**20)}
-
-
-def cpu_seconds(pid: int) -> dict:
-    """CPU seconds (user + system) so far of the service's replicas, its HTTP proxy, the rest
-    of its process tree (the driver, Ray's own processes) and this process (the clients)."""
-    import psutil
-
-    found = {"replica": 0.0, "proxy": 0.0, "ray_and_driver": 0.0,
-             "clients": sum(psutil.Process().cpu_times()[:2])}
-    for member in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
-        try:
-            command, times = " ".join(member.cmdline()), member.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        group = ("replica" if "SearchService" in command else
-                 "proxy" if "ProxyActor" in command else "ray_and_driver")
-        found[group] += times.user + times.system
-    return found
-
-
-def cpu_per_query(before: dict, after: dict, answered: int) -> dict:
-    """CPU ms a query, by where it ran, between two `cpu_seconds`."""
-    spent = {name: (after[name] - before[name]) * 1000 / max(answered, 1) for name in after}
-    return {**{name: round(ms, 2) for name, ms in spent.items()},
-            "total": round(sum(spent.values()), 2)}
-
-
-class Client:
-    """One keep-alive connection to the service."""
-
-    def __init__(self, port: int, method: str = "post") -> None:
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.method = method  # post: {"query": ..., "k": ...}; get: /search?query=...&k=...
-
-    def search(self, query: str, k: int = 10) -> tuple[int, float, dict | None]:
-        """(status, ms, the answer) of one search; status 0 when the connection failed."""
-        status, took, answer, _ = self.timed_search(query, k)
-        return status, took, answer
-
-    def timed_search(self, query: str, k: int = 10) -> tuple[int, float, dict | None, dict]:
-        """`search`, with the replica's stages (ms) from its Server-Timing header."""
-        started = time.perf_counter()
-        try:
-            if self.method == "get":
-                self.connection.request("GET", "/search?" + urlencode({"query": query, "k": k}))
-            else:
-                self.connection.request("POST", "/search", json.dumps({"query": query, "k": k}),
-                                        {"Content-Type": "application/json"})
-            answer = self.connection.getresponse()
-            data = answer.read()
-        except (OSError, http.client.HTTPException):
-            self.connection.close()
-            return 0, (time.perf_counter() - started) * 1000, None, {}
-        took = (time.perf_counter() - started) * 1000
-        if answer.status != 200:
-            return answer.status, took, None, {}
-        return 200, took, json.loads(data), server_timing(answer.getheader("Server-Timing"), took)
-
-
-def server_timing(header: str | None, client_ms: float) -> dict:
-    """The replica's stages (ms) and batch size from its Server-Timing header; `proxy_hop`:
-    what the client saw beyond the replica's total."""
-    stages: dict[str, float] = {}
-    for part in (header or "").split(","):
-        name, _, rest = part.strip().partition(";")
-        key, _, value = rest.partition("=")
-        if key in ("dur", "desc") and value:
-            stages[name] = float(value.strip('"'))
-    if "total" in stages:
-        stages["proxy_hop"] = client_ms - stages["total"]
-    return stages
 
 
 def phase(port: int, queries: list[str], clients: int, limit: int, seconds: float,
@@ -299,6 +196,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--method", choices=("post", "get"), default="post",
                         help="post: POST /search with a JSON body; get: GET /search?query=... "
                              "(no body for the replica to fetch back from the proxy)")
+    parser.add_argument("--direct", action="store_true",
+                        help="start the service with --direct-port PORT+1 and send the load "
+                             "there (the replica itself, no proxy)")
     parser.add_argument("--flags", default="", help="more flags for jobs/serve.py")
     parser.add_argument("--record", type=Path)
     parser.add_argument("--screenshot", type=Path)
@@ -308,34 +208,38 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     queries = held_out(args.queries, set(), 2000, 0)
-    flags = [*(["--index-uri", args.index_uri] if args.index_uri else []), *args.flags.split()]
+    flags = [*(["--index-uri", args.index_uri] if args.index_uri else []), *args.flags.split(),
+             *(["--direct-port", str(args.port + 1)] if args.direct else [])]
     table = args.index_uri or str(args.output)
     process, ready = start(args.output, args.port, flags)
+    port = args.port + 1 if args.direct else args.port  # where the load goes
     try:
         # warm-up: the first calls of each part, and batches as large as the run's (32
         # clients), so that "after warm-up" is the memory of a service that has seen its load
-        warm = phase(args.port, queries[-args.warm_up:], 32, args.warm_up,
+        warm = phase(port, queries[-args.warm_up:], 32, args.warm_up,
                      max(60.0, args.warm_up / 10), args.method)
         report = {"cpu": cpu_line(), "service": ready, "flags": flags, "method": args.method,
+                  "load_to": f"127.0.0.1:{port}" + (" (the replica's direct port)"
+                                                    if args.direct else " (the proxy)"),
                   "warm_up": warm,
                   "rss_warm": rss_mib(process.pid), "phases": {}}
-        report["phases"]["1"] = phase(args.port, queries, 1, args.one_client, args.seconds,
+        report["phases"]["1"] = phase(port, queries, 1, args.one_client, args.seconds,
                                       args.method)
         for clients in (16, 32):
             before = cpu_seconds(process.pid)
-            found = phase(args.port, queries, clients, args.concurrent, args.seconds,
+            found = phase(port, queries, clients, args.concurrent, args.seconds,
                           args.method)
             found["cpu_ms_per_query"] = cpu_per_query(before, cpu_seconds(process.pid),
                                                       found["answered"])
             report["phases"][str(clients)] = found
         answered = sum(p["answered"] for p in report["phases"].values())
         if args.soak > answered:
-            report["soak"] = phase(args.port, queries, 16, args.soak - answered, args.soak / 20,
+            report["soak"] = phase(port, queries, 16, args.soak - answered, args.soak / 20,
                                    args.method)
             answered += report["soak"]["answered"]
         report["queries_after_warm_up"] = answered
         report["rss_after"] = rss_mib(process.pid)
-        report["recall_at_10"] = service_recall(args.port, table,
+        report["recall_at_10"] = service_recall(port, table,
                                                 queries[:args.recall_queries], args.method)
         if args.screenshot:
             screenshot(ready["url"], "the jury praised the city election", args.screenshot)

@@ -6,8 +6,8 @@ holds and the rollback of a killed run (`index_state`), the rows an output holds
 lacks (`rows_to_add`), the LanceDB table opened for a run and those rows read and appended to
 it, in this process or through Ray Data (`table_writing`), the ANN index and its defaults
 (`ann`), the index job (`job`) and the claim that keeps it to one run at a time on a table
-(`run_claim`), and the search, as a function and as a job (`search`), exact over vectors held
-in memory where they fit (`resident`).
+(`run_claim`), and the search, as a function and as a job (`search`), over vectors held in
+memory where they fit (`resident`; from 20,000 rows a projected first pass, `projection`).
 
 May import: sentray.kit, sentray.corpus, sentray.bulk_embedding.
 """

@@ -21,6 +21,7 @@ from sentray.index.search import table_uri
 from sentray.kit import storage
 from sentray.kit.ray_cluster import init_ray, local_cpus
 from sentray.serve.config import ServeConfig
+from sentray.serve.direct_ingress import direct_ingress_env
 from sentray.serve.search_requests import Limits
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ def run_serve(config: ServeConfig) -> None:
         raise FileNotFoundError(f"no index at {uri}: build it with `sentray index "
                                 f"{config.embeddings}` (or pass --index-uri TABLE.lance)")
     check_port_free(config.host, config.port)
+    if config.direct_port is not None:
+        check_port_free(config.host, config.direct_port, "--direct-port")
+        os.environ.update(direct_ingress_env(config.direct_port))  # the cluster inherits it
     if not sys.stderr.isatty():
         # Ray colours the "(ServeReplica ...)" prefix of the replica's lines it prints here;
         # in a file those codes are noise (read by Ray at each line it prints)
@@ -72,7 +76,9 @@ def run_serve(config: ServeConfig) -> None:
     try:
         url = start_service(config)
         info = _get_json(f"{url}/info", config.secret)
-        print(json.dumps({"url": url, "table": uri, "rows": info["rows"],
+        direct = ({"direct_url": f"http://{config.host}:{config.direct_port}"}
+                  if config.direct_port is not None else {})
+        print(json.dumps({"url": url, **direct, "table": uri, "rows": info["rows"],
                           "index": info["index"], "search": info["search"],
                           "query_precision": info["query_precision"]["precision"],
                           "replicas": config.replicas.spec()}), flush=True)
@@ -121,7 +127,9 @@ def start_service(config: ServeConfig) -> str:
         ray_actor_options={"num_cpus": config.cpus_per_replica,
                            "runtime_env": {"env_vars": {
                                name: os.environ.get(name, value)
-                               for name, value in SERVE_LOOPS_ENV.items()}}},
+                               for name, value in SERVE_LOOPS_ENV.items()} | (
+                                   direct_ingress_env(config.direct_port)
+                                   if config.direct_port is not None else {})}},
         # our one line a request (service.py), not Serve's own access log beside it
         logging_config={"log_level": "INFO", "enable_access_log": False}, **scaling)
     try:
@@ -144,7 +152,7 @@ def replica_failure() -> str | None:
     return lines[-1] if lines else None
 
 
-def check_port_free(host: str, port: int) -> None:
+def check_port_free(host: str, port: int, flag: str = "--port") -> None:
     """ValueError naming the port when something listens on it already (Serve's proxy would
     otherwise fail in the background, and the service never answer)."""
     with socket.socket() as probe:
@@ -153,7 +161,7 @@ def check_port_free(host: str, port: int) -> None:
             probe.bind((host, port))
         except OSError as exc:
             raise ValueError(f"cannot listen on {host}:{port} ({exc.strerror}): another "
-                             "program holds the port; give another with --port") from None
+                             f"program holds the port; give another with {flag}") from None
 
 
 def _interrupt_on_signals() -> dict:

@@ -45,7 +45,7 @@ import numpy as np
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from sentray.serve import openai_api
+from sentray.serve import direct_ingress, openai_api
 from sentray.serve.query_batches import Batched, QueryBatches
 from sentray.serve.search_requests import (
     BadRequest,
@@ -97,6 +97,8 @@ class SearchService:
     def __init__(self, spec: ServiceSpec) -> None:
         from sentray.index.search import VectorIndex
 
+        if direct_ingress.enabled():  # --direct-port: the replacement of a lost replica too
+            direct_ingress.rebind_after_loss()
         self.spec = spec
         self.index = VectorIndex(spec.table, s3_endpoint=spec.s3_endpoint, device=spec.device,
                                  mode=spec.search_mode, query_precision=spec.query_precision)

@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.long, pytest.mark.ray]
 
 def test_a_replica_killed_under_load_is_replaced_and_only_its_requests_fail(
         tmp_path, tiny_model_dir, brown_corpus, monkeypatch):
-    from bench.bench_serve import start
     from bench.bench_serve_kill import judged, load, replica_pids
+    from bench.served import start
 
     root = indexed_output(tmp_path, tiny_model_dir, brown_corpus)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)

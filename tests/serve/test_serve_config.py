@@ -30,6 +30,11 @@ def test_help_lists_every_flag(capsys):
     (["--max-k", "0"], "max_k must be >= 1"),
     (["--request-timeout-s", "0"], "request_timeout_s and cpus_per_replica must be > 0"),
     (["--search-mode", "ram"], "--search-mode"),
+    (["--direct-port", "8000"], "--direct-port must be 1-65535 and not --port (8000)"),
+    (["--direct-port", "70000"], "--direct-port must be 1-65535"),
+    (["--direct-port", "8001", "--replicas", "1-2"], "it needs --replicas 1, got 1-2"),
+    (["--direct-port", "8001", "--address", "10.0.0.5:6379"],
+     "--direct-port needs the local cluster this job starts"),
 ])
 def test_bad_flags_are_named(flags, message, exit_message):
     with pytest.raises(SystemExit) as info:

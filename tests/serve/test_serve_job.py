@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -66,7 +67,8 @@ def running(tmp_path_factory, tiny_model_dir, brown_corpus):
     with stderr.open("w") as errors:
         process = subprocess.Popen(
             [sys.executable, "jobs/serve.py", str(root / "out"), "--port", str(free_port()),
-             "--token", TOKEN, "--max-batch-size", "2", "--max-queued-requests", "2"],
+             "--direct-port", str(free_port()), "--token", TOKEN, "--max-batch-size", "2",
+             "--max-queued-requests", "2"],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
     line = process.stdout.readline()  # the one line it prints once it answers
     if not line:
@@ -92,6 +94,22 @@ def test_it_answers_searches_over_http_with_its_token(running):
     assert status == 400 and bad == {"error": "k must be a whole number from 1 to 100, got 0"}
     status, info = request(f"{url}/info")
     assert status == 200 and info["rows"] == ROWS + 1 and info["pooling"] == "last_avg"
+
+
+def test_the_replica_answers_on_its_direct_port_too(running):
+    """--direct-port: the one replica answers the same API itself, with no proxy between
+    (loopback, the token needed): the same hits as through --port, by GET and by POST."""
+    url, direct = running.ready["url"], running.ready["direct_url"]
+    assert direct.startswith("http://127.0.0.1:") and direct != url
+    line = (running.root / "brown.txt").read_text().splitlines()[7]
+    status, proxied = request(f"{url}/search", {"query": line, "k": 4})
+    query = urllib.parse.urlencode({"query": line, "k": 4})
+    status_direct, straight = request(f"{direct}/search?{query}")
+    assert status == status_direct == 200
+    assert [h["id"] for h in straight["hits"]] == [h["id"] for h in proxied["hits"]]
+    assert straight["hits"][0]["text"] == line
+    assert request(f"{direct}/search", {"query": line, "k": 2})[0] == 200
+    assert request(f"{direct}/search?{query}", token=None)[0] == 401
 
 
 def test_an_overload_gets_503s_with_a_reason_never_a_hang(running):
