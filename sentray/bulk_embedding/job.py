@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.actor import STATUSES, EmbedBatch, EmbedSpec, EncodeTokens, Forward
 from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
-from sentray.bulk_embedding.output import EmbeddingOutput, output_schema, settings_of
+from sentray.bulk_embedding.output import EmbeddingOutput, embed_settings, output_schema
 from sentray.bulk_embedding.storing import StoreVectors
 from sentray.bulk_embedding.tokenizing import TokenizeRows
 from sentray.corpus import corpus_job, execution, part_files
@@ -46,7 +46,7 @@ from sentray.corpus.sources import (
     Source,
     discover_sources,
     estimate_rows,
-    read_format,
+    input_settings,
 )
 from sentray.encode.plan import EncoderPlan
 from sentray.kit import storage
@@ -159,35 +159,6 @@ def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.CodeBook)
                              stored).replace_schema_metadata(None)
 
 
-def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-                   sources: list[Source], ranges: vectors.CodeBook | None) -> dict:
-    """What the stored vectors depend on (the output's settings record): a rerun with any other
-    value would mix two kinds of vector in one output. Only what changes a vector: the model by
-    its files (its name or folder is recorded, not compared: `settings_record.comparable`), the
-    plan's read-out, length and precision, the vector as stored (`stored_vector`), the
-    format as the files are read (`read_format`)."""
-    chunk = vector.long_text == "chunk"
-    return settings_of({
-        "model": plan.model.name, "model_files": plan.model.fingerprint,
-        "pooling": plan.pooling, "head": plan.head, "max_length": plan.max_length,
-        "precision": plan.precision,
-        # what ran it: a setting but for fp32, whose runtimes give the same vectors (within
-        # 1e-5: `settings_record.comparable`)
-        "runtime": plan.runtime,
-        # int8: the quantized model's digest (another calibration or tool version is another
-        # model, and a rerun with it is refused like any other setting)
-        "int8_model": plan.artefact.digest if plan.precision == "int8" else None,
-        "dimension": vector.output_dimension(plan.dimension),
-        "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
-        "output_dtype": vector.output_dtype,
-        "quantization_ranges": ranges.digest if ranges else None,
-        "long_text": vector.long_text, "chunk_overlap": vector.chunk_overlap if chunk else None,
-        "max_windows": vector.max_windows if chunk else None,
-        "text_column": corpus.text_column, "id_column": corpus.id_column,
-        "format": read_format(corpus, sources),
-    })
-
-
 # Output files of about this size by default (--rows-per-file unset): big enough for query
 # engines and object stores (a billion 384-d float32 rows: ~6,000 files, not a million), small
 # enough that one is written in seconds and a file's rows fit in a worker's memory.
@@ -297,10 +268,6 @@ class EmbedJob(corpus_job.CorpusJob):
         return {**run_figures(summary, run, self.config.price_per_hour),
                 "encoder": self.plan.record()}
 
-    def model_folders(self) -> tuple[str, ...]:
-        model = self.plan.model
-        return (model.location,) if model.origin == "folder" else ()
-
 
 def where_actors_run(pool: ActorPoolConfig, rows: int) -> Where:
     """Where this job's encoders run, decided once: in this process (a small input, no
@@ -318,6 +285,7 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     (`sentray.testing.stand_in_gpu`)."""
     output = EmbeddingOutput.at(config.output, config.corpus.s3_endpoint)
     sources = discover_sources(config.corpus, exclude=[config.output])
+    read_as = input_settings(config.corpus, sources)  # a setting of the rows
     rows = sum(estimate_rows(s) for s in sources)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
@@ -335,10 +303,11 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     ranges, first_rows = code_book(plan, config.vector, config.corpus, sources,
                                    kept=output.code_book() if kept else None,
                                    may_measure=kept is None, where=where)
-    settings = embed_settings(plan, config.vector, config.corpus, sources, ranges)
+    settings = embed_settings(plan, config.vector, read_as, ranges)
     return corpus_job.run_corpus_job(EmbedJob(
         config=config, plan=plan, output=output, folders=(config.output,), settings=settings,
         sources=sources, rows_per_file=rows_per_file or None, ranges=ranges,
         metadata=output.file_metadata(settings, ranges), in_process=where.cpus is None,
         started=started if first_rows is not None else None, first_rows=first_rows,
+        model_folders=(plan.model.location,) if plan.model.origin == "folder" else (),
         stand_in=stand_in))

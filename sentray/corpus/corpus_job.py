@@ -29,7 +29,6 @@ from sentray.corpus.row_progress import RowProgress
 from sentray.corpus.source_runs import Pending, pending_sources, source_runs
 from sentray.corpus.sources import CorpusConfig, Source
 from sentray.kit import cluster_paths, config_files, storage
-from sentray.kit.settings_record import write_settings
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +71,8 @@ class CorpusJob(abc.ABC):
     # depends on it (the embedding job's encoders); None: by the rows to do
     # (`execution.in_process_chosen`)
     in_process: bool | None = None
+    # local model folders every actor loads (checked like the input: `cluster_paths`)
+    model_folders: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def actor(self) -> ActorPlan:
@@ -94,10 +95,6 @@ class CorpusJob(abc.ABC):
         records its quantization code book here, and the rows measuring it embedded); returns
         {source key: rows} it wrote itself, this run's like the pool's; by default nothing."""
         return {}
-
-    def model_folders(self) -> tuple[str, ...]:
-        """Local model folders every actor loads (checked like the input: `cluster_paths`)."""
-        return ()
 
     def run_figures(self, summary: dict, run: dict) -> dict:  # embed: tokens/s, cost
         return {}
@@ -128,7 +125,7 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     that did the work (and their config) stay as they were."""
     corpus = job.config.corpus
     cluster_paths.refuse_unshared_paths(job.config.pool.address, corpus.input, job.folders,
-                                        corpus.shared_paths, job.model_folders())
+                                        corpus.shared_paths, job.model_folders)
     started = time.perf_counter() if job.started is None else job.started
     started_at = time.time() - (time.perf_counter() - started)
     sources = list(job.sources)  # found and checked by the job (never in its own folders)
@@ -137,7 +134,8 @@ def _run_corpus_job(job: CorpusJob) -> dict:
         output_records.check_settings(folders, job.settings)  # refuse before touching anything
     duplicates = count_duplicate_ids(sources, corpus.id_column)  # a warning, not a refusal
     with output_records.RunClaim(folders[0], job.settings) as claim:
-        first = _prepare_folders(job, folders)  # {source key: rows the job wrote itself}
+        output_records.prepare(folders, job.settings, job.name, job.config.overwrite)
+        first = job.before_rows(folders)  # {source key: rows the job wrote itself}
         todo = pending_sources(sources, folders)
         empty = [p.source for p in todo if p.source.num_rows == 0]
         todo = [p for p in todo if p.source.num_rows != 0]
@@ -205,19 +203,3 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
             timings["compaction"] = compact(folders[0], sources, job.rows_per_file,
                                             in_driver=local)
     return timings
-
-
-def _prepare_folders(job: CorpusJob, folders: list[storage.Location]) -> dict[str, int]:
-    """Under the run's claim: --overwrite's deletion (or the settings checked again: another
-    run may have written since), the folders, the settings record, the job's own first files
-    and rows ({source key: rows}: `CorpusJob.before_rows`)."""
-    if job.config.overwrite:
-        deleted = output_records.remove_job_files(folders)
-        logger.info("--overwrite: deleted %d files of this job in %s", deleted,
-                    ", ".join(f.uri for f in folders))
-    else:
-        output_records.check_settings(folders, job.settings)
-    for folder in folders:
-        folder.filesystem.create_dir(folder.path, recursive=True)
-    write_settings(folders[0], job.settings, job.name)
-    return job.before_rows(folders)

@@ -116,6 +116,13 @@ def read_format(corpus: CorpusConfig, sources: list[Source]) -> str:
     return corpus.format
 
 
+def input_settings(corpus: CorpusConfig, sources: list[Source]) -> dict:
+    """The input's part of a corpus job's settings (what the rows read from it depend on): its
+    text and id columns and the format its files are read as (`read_format`)."""
+    return {"text_column": corpus.text_column, "id_column": corpus.id_column,
+            "format": read_format(corpus, sources)}
+
+
 def _check_parquet(source: Source, config: CorpusConfig) -> Source:
     try:
         with source.filesystem.open_input_file(source.path) as handle:

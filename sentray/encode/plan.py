@@ -27,9 +27,9 @@ from sentray.encode.config import EncoderConfig
 from sentray.encode.model_files import checked_model, model_facts
 from sentray.encode.model_lookup import ResolvedModel, located_model
 from sentray.encode.pooling_catalog import (
-    DITTO_DEFAULT_HEADS,
     DITTO_POOLINGS,
     decided_ditto_impl,
+    ditto_default_head,
     parse_head,
 )
 from sentray.encode.runtimes import registry
@@ -172,10 +172,5 @@ def read_out(config: EncoderConfig, own_pooling: str | None, own_head: str | Non
         pooling = own_pooling or default_pooling
         head = head or (own_head if own_pooling else None)
     if pooling in DITTO_POOLINGS and head is None:
-        head = DITTO_DEFAULT_HEADS.get(config.model)
-        if head is None:
-            raise ValueError(
-                f"pooling {pooling!r} needs a head (--head L-H): no default is known for model "
-                f"{config.model!r} (known: {DITTO_DEFAULT_HEADS}); find one with "
-                "`python jobs/evaluate.py --search-head`")
+        head = ditto_default_head(pooling, config.model)
     return pooling, head

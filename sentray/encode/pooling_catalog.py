@@ -45,6 +45,18 @@ DITTO_DEFAULT_HEADS: dict[str, str] = {
 }
 
 
+def ditto_default_head(pooling: str, model: str) -> str:
+    """The head Ditto's official code uses for `model` (a Ditto `pooling` given no --head);
+    ValueError when it names none."""
+    head = DITTO_DEFAULT_HEADS.get(model)
+    if head is None:
+        raise ValueError(
+            f"pooling {pooling!r} needs a head (--head L-H): no default is known for model "
+            f"{model!r} (known: {DITTO_DEFAULT_HEADS}); find one with "
+            "`python jobs/evaluate.py --search-head`")
+    return head
+
+
 def canonical_pooling(name: str) -> str:
     """The canonical pooling name for `name` (aliases resolved); ValueError if unknown."""
     name = ALIASES.get(name, name)
