@@ -64,8 +64,12 @@ class CorpusJob(abc.ABC):
     sources: Sequence[Source]  # the input files (`discover_sources`)
     # merge each finished source's parts into files of this many rows (single-folder jobs)
     rows_per_file: int | None = None
+    # rows the job made before the driver ran, as stored (the embedding job's: those its code
+    # book was measured on): written under the claim as the output's first parts, this run's
+    # rows like the pool's, never made again
+    first_rows: pa.Table | None = None
     # time.perf_counter() when this run's rows began, if before the driver (the embedding job:
-    # before it measured its code book, whose rows `before_rows` writes)
+    # before it made its `first_rows`)
     started: float | None = None
     # whether the rows go through this process, decided by the job where its actors' plan
     # depends on it (the embedding job's encoders); None: by the rows to do
@@ -90,13 +94,14 @@ class CorpusJob(abc.ABC):
     def summarize(self, folders: list[storage.Location], sources: list[Source]) -> dict:
         """The summary's counts over the whole output, with rows_in and incomplete_sources."""
 
-    def before_rows(self, folders: list[storage.Location]) -> dict[str, int]:
-        """Called once the run holds its claim, before any row is written (the embedding job
-        records its quantization code book here, and the rows measuring it embedded); returns
-        {source key: rows} it wrote itself, this run's like the pool's; by default nothing."""
-        return {}
+    def before_rows(self, folders: list[storage.Location]) -> None:  # noqa: B027 (a hook)
+        """Called once the run holds its claim, before any row is written: the records the
+        job's rows need beside them (the embedding job's code book and int8 model); by default
+        nothing."""
 
-    def run_figures(self, summary: dict, run: dict) -> dict:  # embed: tokens/s, cost
+    def run_figures(self, summary: dict, rows: int, seconds: float) -> dict:
+        """The job's own figures of a run of `rows` rows in `seconds` (embed: tokens/s, cost),
+        added to the run's record; by default none."""
         return {}
 
 
@@ -135,7 +140,9 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     duplicates = count_duplicate_ids(sources, corpus.id_column)  # a warning, not a refusal
     with output_records.RunClaim(folders[0], job.settings) as claim:
         output_records.prepare(folders, job.settings, job.name, job.config.overwrite)
-        first = job.before_rows(folders)  # {source key: rows the job wrote itself}
+        job.before_rows(folders)
+        first = ({} if job.first_rows is None  # {source key: rows}
+                 else part_files.write_block(job.route(folders), job.first_rows))
         todo = pending_sources(sources, folders)
         empty = [p.source for p in todo if p.source.num_rows == 0]
         todo = [p for p in todo if p.source.num_rows != 0]
@@ -144,7 +151,7 @@ def _run_corpus_job(job: CorpusJob) -> dict:
         timings = _run_rows(job, folders, sources, todo, claim)
         counting = time.perf_counter()
         summary = {**job.summarize(folders, sources), "duplicate_ids": duplicates.rows}
-        seconds = time.perf_counter() - started
+        seconds = round(time.perf_counter() - started, 2)
         if timings is not None:  # the row accounting: the parts' footers read
             timings["summary"] = round(time.perf_counter() - counting, 2)
         rows_this_run = sum(first.values()) + sum(
@@ -152,9 +159,9 @@ def _run_corpus_job(job: CorpusJob) -> dict:
             for p in todo)
         done = {s.key for s in empty} | {p.source.key for p in todo} | set(first)
         processed = [s.uri for s in sources if s.key in done]
-        run = output_records.this_run(started_at, processed,
-                                      rows_this_run if todo or first else 0, seconds, timings)
-        run.update(job.run_figures(summary, run))
+        figures = job.run_figures(summary, rows_this_run, seconds)  # embed: tokens/s, cost
+        run = {**output_records.this_run(started_at, processed, rows_this_run, seconds, timings),
+               **figures}
         rows_out = sum(summary[key] for key in job.rows_out_keys)
         if summary["incomplete_sources"] or summary["rows_in"] != rows_out:
             raise RuntimeError(f"row accounting failed: {json.dumps(summary, default=str)}")
@@ -203,3 +210,4 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
             timings["compaction"] = compact(folders[0], sources, job.rows_per_file,
                                             in_driver=local)
     return timings
+
