@@ -277,7 +277,7 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     (`sentray.testing.stand_in_gpu`)."""
     output = EmbeddingOutput.at(config.output, config.corpus.s3_endpoint)
     sources = discover_sources(config.corpus, exclude=[config.output])
-    read_as = input_settings(config.corpus, sources)  # a setting of the rows
+    read_as = input_settings(config.corpus, sources)  # how it is read: settings of the rows
     rows = sum(estimate_rows(s) for s in sources)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)

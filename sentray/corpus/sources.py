@@ -107,7 +107,7 @@ def format_of_suffix(path: str) -> str | None:
     return None
 
 
-def read_format(corpus: CorpusConfig, sources: list[Source]) -> str:
+def read_format(corpus: CorpusConfig, sources: Sequence[Source]) -> str:
     """How the input files are read, as a setting: "auto" when each is read as its suffix says
     (whatever --format said: `--format text` over .txt files reads them as `auto` does), else
     the --format that overrides the suffixes."""
@@ -116,7 +116,7 @@ def read_format(corpus: CorpusConfig, sources: list[Source]) -> str:
     return corpus.format
 
 
-def input_settings(corpus: CorpusConfig, sources: list[Source]) -> dict:
+def input_settings(corpus: CorpusConfig, sources: Sequence[Source]) -> dict:
     """The input's part of a corpus job's settings (what the rows read from it depend on): its
     text and id columns and the format its files are read as (`read_format`)."""
     return {"text_column": corpus.text_column, "id_column": corpus.id_column,
