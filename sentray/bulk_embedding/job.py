@@ -82,7 +82,7 @@ def as_planned(config: EmbedConfig, plan: EncoderPlan) -> EmbedConfig:
 # rerun keeps the one its rows were written with), or measured on the first `code_book_rows`
 # texts of the input (in file order), embedded by the same `EmbedBatch` the actors run, where
 # they run (`Where.run`: in the driver, or in a Ray task with an actor's CPUs and GPUs on the
-# cluster). The output records it beside the rows (`EmbeddingOutput.write_code_book`), so that
+# cluster). The output records it beside the rows (`EmbeddingOutput.files_beside_rows`), so that
 # queries are quantized the same way. The rows a measured code book embedded are not embedded
 # again: coded with it where they were embedded (`coded_rows`), they are the output's first
 # parts, which the corpus driver writes before any other (`CorpusJob.first_rows`).
@@ -219,7 +219,6 @@ class EmbedJob(corpus_job.CorpusJob):
     name: ClassVar[str] = "embed"
     config: EmbedConfig  # as planned: the flags that repeat the run (`as_planned`)
     plan: EncoderPlan  # the encoder every actor builds, decided in the driver
-    output: EmbeddingOutput
     ranges: vectors.CodeBook | None  # int8/uint8: the code book
     metadata: dict  # every output file's schema metadata (`EmbeddingOutput.file_metadata`)
     stand_in: Forward | None = None  # benches and tests: a GPU of known speed (`EmbedSpec`)
@@ -248,12 +247,6 @@ class EmbedJob(corpus_job.CorpusJob):
 
     def summarize(self, folders: list[storage.Location], sources: list[Source]) -> dict:
         return summarize(folders[0], sources)
-
-    def before_rows(self, folders: list[storage.Location]) -> None:
-        if self.ranges is not None:
-            self.output.write_code_book(self.config.vector.output_dtype, self.ranges)
-        if self.plan.precision == "int8":  # the very model the rows (and queries) are made by
-            self.output.write_artefact(self.plan.artefact)
 
     def run_figures(self, summary: dict, rows: int, seconds: float) -> dict:
         """tokens/s, cost, and the plan it ran (precision, runtime, why, what was measured)."""
@@ -299,8 +292,11 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     metadata = output.file_metadata(settings, ranges)  # what every output file's rows are
     if first_rows is not None:
         first_rows = first_rows.replace_schema_metadata(metadata)
+    beside = output.files_beside_rows(  # int8: the very model the rows (and queries) are made by
+        config.vector.output_dtype, ranges, plan.artefact if plan.precision == "int8" else None)
     return corpus_job.run_corpus_job(EmbedJob(
-        config=config, plan=plan, output=output, folders=(config.output,), settings=settings,
+        config=config, plan=plan, folders=(config.output,), settings=settings,
+        files_beside_rows=beside,
         sources=sources, rows_per_file=rows_per_file or None, ranges=ranges, metadata=metadata,
         in_process=where.cpus is None, first_rows=first_rows,
         started=started if first_rows is not None else None,

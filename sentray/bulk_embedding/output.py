@@ -196,11 +196,6 @@ class EmbeddingOutput(OutputFolder):
         record = self.read_json(self.CODE_BOOK)
         return None if record is None else vectors.CodeBook.from_json(record["ranges"])
 
-    def write_code_book(self, dtype: str, ranges: vectors.CodeBook) -> None:
-        self.write_bytes(self.CODE_BOOK, json.dumps({
-            "dtype": dtype, "dimension": ranges.dimension, "formula": CODE_BOOK_FORMULA,
-            "ranges": ranges.to_json()}, indent=1).encode())
-
     # -- the runtime artefact -----------------------------------------------------------------
 
     def artefact(self) -> Artefact | None:
@@ -213,11 +208,25 @@ class EmbeddingOutput(OutputFolder):
                              "the file is damaged; rerun with --overwrite")
         return Artefact.from_record(record, data)
 
-    def write_artefact(self, artefact: Artefact) -> None:
-        """The artefact beside the rows it makes (the file first: a record names a whole
-        file)."""
-        self.write_bytes(self.ARTEFACT, artefact.data)
-        self.write_bytes(self.ARTEFACT_RECORD, json.dumps(artefact.record(), indent=1).encode())
+    # -- what a run writes beside its rows ----------------------------------------------------
+
+    @classmethod
+    def files_beside_rows(cls, dtype: str, ranges: vectors.CodeBook | None,
+                          artefact: Artefact | None) -> dict[str, bytes]:
+        """The files a run keeps beside the rows it writes, {name: bytes}, in the order they
+        are written (by the corpus driver, under the run's claim, before any row:
+        `CorpusJob.files_beside_rows`): int8/uint8 the code book (`ranges`) every row and query
+        is coded with; int8 the model (`artefact`) every row and query is encoded by, its file
+        before its record (a record names a whole file)."""
+        files = {}
+        if ranges is not None:
+            files[cls.CODE_BOOK] = json.dumps({
+                "dtype": dtype, "dimension": ranges.dimension, "formula": CODE_BOOK_FORMULA,
+                "ranges": ranges.to_json()}, indent=1).encode()
+        if artefact is not None:
+            files[cls.ARTEFACT] = artefact.data
+            files[cls.ARTEFACT_RECORD] = json.dumps(artefact.record(), indent=1).encode()
+        return files
 
     def kept(self) -> Kept | None:
         """What the rows the folder holds were made with, for a rerun: their precision and

@@ -15,8 +15,8 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 import pyarrow as pa
@@ -64,6 +64,10 @@ class CorpusJob(abc.ABC):
     sources: Sequence[Source]  # the input files (`discover_sources`)
     # merge each finished source's parts into files of this many rows (single-folder jobs)
     rows_per_file: int | None = None
+    # files the job keeps beside its rows at the top of the output folder, {name: bytes}
+    # (the embedding job's code book and int8 model): written under the claim, after the
+    # settings record, before any row
+    files_beside_rows: Mapping[str, bytes] = field(default_factory=dict)
     # rows the job made before the driver ran, as stored (the embedding job's: those its code
     # book was measured on): written under the claim as the output's first parts, this run's
     # rows like the pool's, never made again
@@ -93,11 +97,6 @@ class CorpusJob(abc.ABC):
     @abc.abstractmethod
     def summarize(self, folders: list[storage.Location], sources: list[Source]) -> dict:
         """The summary's counts over the whole output, with rows_in and incomplete_sources."""
-
-    def before_rows(self, folders: list[storage.Location]) -> None:  # noqa: B027 (a hook)
-        """Called once the run holds its claim, before any row is written: the records the
-        job's rows need beside them (the embedding job's code book and int8 model); by default
-        nothing."""
 
     def run_figures(self, summary: dict, rows: int, seconds: float) -> dict:
         """The job's own figures of a run of `rows` rows in `seconds` (embed: tokens/s, cost),
@@ -139,8 +138,8 @@ def _run_corpus_job(job: CorpusJob) -> dict:
         output_records.check_settings(folders, job.settings)  # refuse before touching anything
     duplicates = count_duplicate_ids(sources, corpus.id_column)  # a warning, not a refusal
     with output_records.RunClaim(folders[0], job.settings) as claim:
-        output_records.prepare(folders, job.settings, job.name, job.config.overwrite)
-        job.before_rows(folders)
+        output_records.prepare(folders, job.settings, job.name, job.config.overwrite,
+                               job.files_beside_rows)
         first = ({} if job.first_rows is None  # {source key: rows}
                  else part_files.write_block(job.route(folders), job.first_rows))
         todo = pending_sources(sources, folders)

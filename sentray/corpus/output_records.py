@@ -26,7 +26,7 @@ import posixpath
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -90,11 +90,12 @@ def remove_job_files(folders: Sequence[storage.Location]) -> int:
     return deleted
 
 
-def prepare(folders: Sequence[storage.Location], settings: dict, job: str,
-            overwrite: bool) -> None:
+def prepare(folders: Sequence[storage.Location], settings: dict, job: str, overwrite: bool,
+            files: Mapping[str, bytes]) -> None:
     """Under the run's claim, before any row is written: --overwrite's deletion of the job's
     own files (`remove_job_files`), else the settings checked again (another run may have
-    written since the first check); the folders made; the settings record written."""
+    written since the first check); the folders made; the settings record written, then the
+    job's `files` beside its rows ({name: bytes}, in order) at the top of the output."""
     if overwrite:
         deleted = remove_job_files(folders)
         logger.info("--overwrite: deleted %d files of this job in %s", deleted,
@@ -104,6 +105,8 @@ def prepare(folders: Sequence[storage.Location], settings: dict, job: str,
     for folder in folders:
         folder.filesystem.create_dir(folder.path, recursive=True)
     write_settings(folders[0], settings, job)
+    for name, data in files.items():
+        OutputFolder(folders[0]).write_bytes(name, data)
 
 
 @dataclass(frozen=True)
