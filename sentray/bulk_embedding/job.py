@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.actor import STATUSES, EmbedBatch, EmbedSpec, EncodeTokens, Forward
 from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
-from sentray.bulk_embedding.output import EmbeddingOutput, output_schema, settings_of
+from sentray.bulk_embedding.output import EmbeddingOutput, embed_settings, output_schema
 from sentray.bulk_embedding.storing import StoreVectors
 from sentray.bulk_embedding.tokenizing import TokenizeRows
 from sentray.corpus import corpus_job, execution, part_files
@@ -46,7 +46,7 @@ from sentray.corpus.sources import (
     Source,
     discover_sources,
     estimate_rows,
-    read_format,
+    input_settings,
 )
 from sentray.encode.plan import EncoderPlan
 from sentray.kit import storage
@@ -82,9 +82,10 @@ def as_planned(config: EmbedConfig, plan: EncoderPlan) -> EmbedConfig:
 # rerun keeps the one its rows were written with), or measured on the first `code_book_rows`
 # texts of the input (in file order), embedded by the same `EmbedBatch` the actors run, where
 # they run (`Where.run`: in the driver, or in a Ray task with an actor's CPUs and GPUs on the
-# cluster). The output records it beside the rows (`EmbeddingOutput.write_code_book`), so that
+# cluster). The output records it beside the rows (`EmbeddingOutput.files_beside_rows`), so that
 # queries are quantized the same way. The rows a measured code book embedded are not embedded
-# again: coded with it, they are the output's first parts (`coded_rows`, `EmbedJob.before_rows`).
+# again: coded with it where they were embedded (`coded_rows`), they are the output's first
+# parts, which the corpus driver writes before any other (`CorpusJob.first_rows`).
 
 
 def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
@@ -92,8 +93,9 @@ def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusCon
     """The code book of the vectors (truncated and normalized as `vector` says) of the input's
     first `vector.code_book_rows` records, read and embedded in this process (on its GPU if it has
     one; a plan for a GPU in a process without one runs in fp32 on its CPU), and those records
-    as `EmbedBatch` made them (float32), to be written as the output's first rows; None where
-    they are not the job's vectors (that fp32 stand-in of a GPU plan)."""
+    as the output stores them (`coded_rows`: as `EmbedBatch` made them, coded with that code
+    book), to be written as the output's first rows; None where they are not the job's vectors
+    (that fp32 stand-in of a GPU plan)."""
     import torch
 
     ours = True
@@ -115,15 +117,15 @@ def measure_code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusCon
     floats = np.stack(embedded.column("embedding").to_numpy(zero_copy_only=False))
     logger.info("int8/uint8 code book measured on the %d texts embedded of the input's first "
                 "%d rows", len(floats), sample.num_rows)
-    return (vectors.CodeBook.of(floats, source=f"the first {sample.num_rows} rows of the input"),
-            table if ours else None)
+    book = vectors.CodeBook.of(floats, source=f"the first {sample.num_rows} rows of the input")
+    return book, coded_rows(table, vector, book) if ours else None
 
 
 def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
               sources: list[Source], kept: vectors.CodeBook | None, may_measure: bool = True,
               where: Where = HERE) -> tuple[vectors.CodeBook | None, pa.Table | None]:
-    """The code book of this run, and the rows it embedded when it was measured now, coded
-    with it as the output stores them (`coded_rows`; else None). The code book: None unless
+    """The code book of this run, and the rows it embedded when it was measured now, as the
+    output stores them (`measure_code_book`; else None). The code book: None unless
     int8/uint8; the user's file; `kept`, the one the output's rows were written with; else, if
     `may_measure` (an output that holds no rows), measured now on the input's first rows, where
     the encoders run (`where`: a Ray task on a node of the cluster reads and encodes them
@@ -134,8 +136,7 @@ def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
     if not vector.quantization_ranges:  # a kept book that does not fit: the settings differ
         if kept is not None or not may_measure:
             return kept, None
-        ranges, floats = where.run(measure_code_book, plan, vector, corpus, sources)
-        return ranges, None if floats is None else coded_rows(floats, vector, ranges)
+        return where.run(measure_code_book, plan, vector, corpus, sources)
     ranges = vectors.CodeBook.read(vector.quantization_ranges)
     dimension = vector.output_dimension(plan.dimension)
     if ranges.dimension != dimension:
@@ -147,7 +148,7 @@ def code_book(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
 def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.CodeBook) -> pa.Table:
     """Rows `EmbedBatch` made as float32 (the code book's) as it makes them for this output:
     coded with `ranges` into `vector.output_dtype` (their schema metadata left out: the output
-    files' is set where they are written, `EmbedJob.before_rows`)."""
+    files' is set by `run_embedding`, once the settings are known)."""
     column = floats.column("embedding").combine_chunks()  # fixed_size_list<float32>[D]
     width = column.type.list_size
     raw = column.values.slice(column.offset * width, len(column) * width).to_numpy(
@@ -157,35 +158,6 @@ def coded_rows(floats: pa.Table, vector: VectorConfig, ranges: vectors.CodeBook)
                                    vector.output_dtype, valid)
     return floats.set_column(floats.column_names.index("embedding"), "embedding",
                              stored).replace_schema_metadata(None)
-
-
-def embed_settings(plan: EncoderPlan, vector: VectorConfig, corpus: CorpusConfig,
-                   sources: list[Source], ranges: vectors.CodeBook | None) -> dict:
-    """What the stored vectors depend on (the output's settings record): a rerun with any other
-    value would mix two kinds of vector in one output. Only what changes a vector: the model by
-    its files (its name or folder is recorded, not compared: `settings_record.comparable`), the
-    plan's read-out, length and precision, the vector as stored (`stored_vector`), the
-    format as the files are read (`read_format`)."""
-    chunk = vector.long_text == "chunk"
-    return settings_of({
-        "model": plan.model.name, "model_files": plan.model.fingerprint,
-        "pooling": plan.pooling, "head": plan.head, "max_length": plan.max_length,
-        "precision": plan.precision,
-        # what ran it: a setting but for fp32, whose runtimes give the same vectors (within
-        # 1e-5: `settings_record.comparable`)
-        "runtime": plan.runtime,
-        # int8: the quantized model's digest (another calibration or tool version is another
-        # model, and a rerun with it is refused like any other setting)
-        "int8_model": plan.artefact.digest if plan.precision == "int8" else None,
-        "dimension": vector.output_dimension(plan.dimension),
-        "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
-        "output_dtype": vector.output_dtype,
-        "quantization_ranges": ranges.digest if ranges else None,
-        "long_text": vector.long_text, "chunk_overlap": vector.chunk_overlap if chunk else None,
-        "max_windows": vector.max_windows if chunk else None,
-        "text_column": corpus.text_column, "id_column": corpus.id_column,
-        "format": read_format(corpus, sources),
-    })
 
 
 # Output files of about this size by default (--rows-per-file unset): big enough for query
@@ -224,11 +196,10 @@ def summarize(output: storage.Location, sources: list[Source]) -> dict:
             "tokens_encoded": tokens}
 
 
-def run_figures(summary: dict, run: dict, price_per_hour: float | None) -> dict:
-    """tokens/s of a run that made every row of the output (a resumed run's earlier parts'
-    tokens are not this run's), and with a price per hour, what the run cost per million rows
-    and tokens."""
-    rows, seconds = run["rows_this_run"], run["seconds"]
+def run_figures(summary: dict, rows: int, seconds: float, price_per_hour: float | None) -> dict:
+    """tokens/s of a run that made every row of the output (`rows` this run, in `seconds`; a
+    resumed run's earlier parts' tokens are not this run's), and with a price per hour, what
+    the run cost per million rows and tokens."""
     whole = bool(rows) and rows == summary["rows_in"] and seconds > 0
     tokens = summary["tokens_encoded"] if whole else None
     figures = {"tokens_per_second": round(tokens / seconds, 1) if tokens else None}
@@ -248,10 +219,8 @@ class EmbedJob(corpus_job.CorpusJob):
     name: ClassVar[str] = "embed"
     config: EmbedConfig  # as planned: the flags that repeat the run (`as_planned`)
     plan: EncoderPlan  # the encoder every actor builds, decided in the driver
-    output: EmbeddingOutput
     ranges: vectors.CodeBook | None  # int8/uint8: the code book
     metadata: dict  # every output file's schema metadata (`EmbeddingOutput.file_metadata`)
-    first_rows: pa.Table | None = None  # rows the code book embedded, as stored: not redone
     stand_in: Forward | None = None  # benches and tests: a GPU of known speed (`EmbedSpec`)
 
     def actor(self) -> ActorPlan[EmbedSpec]:
@@ -279,27 +248,10 @@ class EmbedJob(corpus_job.CorpusJob):
     def summarize(self, folders: list[storage.Location], sources: list[Source]) -> dict:
         return summarize(folders[0], sources)
 
-    def before_rows(self, folders: list[storage.Location]) -> dict[str, int]:
-        if self.ranges is not None:
-            self.output.write_code_book(self.config.vector.output_dtype, self.ranges)
-        if self.plan.precision == "int8":  # the very model the rows (and queries) are made by
-            self.output.write_artefact(self.plan.artefact)
-        if self.first_rows is None or not self.first_rows.num_rows:
-            return {}
-        part_files.write_block(self.route(folders),
-                               self.first_rows.replace_schema_metadata(self.metadata))
-        logger.info("the %d rows the code book embedded written as the output's first rows",
-                    self.first_rows.num_rows)
-        return part_files.value_counts(self.first_rows.column("source"))
-
-    def run_figures(self, summary: dict, run: dict) -> dict:
+    def run_figures(self, summary: dict, rows: int, seconds: float) -> dict:
         """tokens/s, cost, and the plan it ran (precision, runtime, why, what was measured)."""
-        return {**run_figures(summary, run, self.config.price_per_hour),
+        return {**run_figures(summary, rows, seconds, self.config.price_per_hour),
                 "encoder": self.plan.record()}
-
-    def model_folders(self) -> tuple[str, ...]:
-        model = self.plan.model
-        return (model.location,) if model.origin == "folder" else ()
 
 
 def where_actors_run(pool: ActorPoolConfig, rows: int) -> Where:
@@ -318,6 +270,7 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     (`sentray.testing.stand_in_gpu`)."""
     output = EmbeddingOutput.at(config.output, config.corpus.s3_endpoint)
     sources = discover_sources(config.corpus, exclude=[config.output])
+    read_as = input_settings(config.corpus, sources)  # how it is read: settings of the rows
     rows = sum(estimate_rows(s) for s in sources)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
@@ -335,10 +288,17 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     ranges, first_rows = code_book(plan, config.vector, config.corpus, sources,
                                    kept=output.code_book() if kept else None,
                                    may_measure=kept is None, where=where)
-    settings = embed_settings(plan, config.vector, config.corpus, sources, ranges)
+    settings = embed_settings(plan, config.vector, read_as, ranges)
+    metadata = output.file_metadata(settings, ranges)  # what every output file's rows are
+    if first_rows is not None:
+        first_rows = first_rows.replace_schema_metadata(metadata)
+    beside = output.files_beside_rows(  # int8: the very model the rows (and queries) are made by
+        config.vector.output_dtype, ranges, plan.artefact if plan.precision == "int8" else None)
     return corpus_job.run_corpus_job(EmbedJob(
-        config=config, plan=plan, output=output, folders=(config.output,), settings=settings,
-        sources=sources, rows_per_file=rows_per_file or None, ranges=ranges,
-        metadata=output.file_metadata(settings, ranges), in_process=where.cpus is None,
-        started=started if first_rows is not None else None, first_rows=first_rows,
+        config=config, plan=plan, folders=(config.output,), settings=settings,
+        files_beside_rows=beside,
+        sources=sources, rows_per_file=rows_per_file or None, ranges=ranges, metadata=metadata,
+        in_process=where.cpus is None, first_rows=first_rows,
+        started=started if first_rows is not None else None,
+        model_folders=(plan.model.location,) if plan.model.origin == "folder" else (),
         stand_in=stand_in))

@@ -23,7 +23,7 @@ from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.config import VectorConfig
 from sentray.corpus.part_files import PART_NAME
 from sentray.encode.config import EncoderConfig
-from sentray.encode.plan import Artefact
+from sentray.encode.plan import Artefact, EncoderPlan
 from sentray.encode.runtimes import registry
 from sentray.kit import storage
 from sentray.kit.output_folder import OutputFolder
@@ -60,10 +60,40 @@ def output_schema(dimension: int, id_type: pa.DataType, dtype: vectors.OutputDty
                      metadata=metadata)
 
 
-def settings_of(values: dict) -> Settings:
-    """An embedding output's settings, with what a record made before runtimes were recorded
-    meant by having none (the runtime its precision ran on then)."""
-    return Settings(values, implied={"runtime": ("precision", registry.recorded_before())})
+class EmbeddingSettings(Settings):
+    """An embedding output's settings (`embed_settings`), with what a record made before
+    runtimes were recorded meant by having none: the runtime its precision ran on then."""
+
+    @property
+    def implied(self) -> dict[str, tuple[str, dict]]:
+        return {"runtime": ("precision", registry.recorded_before())}
+
+
+def embed_settings(plan: EncoderPlan, vector: VectorConfig, read_as: dict,
+                   ranges: vectors.CodeBook | None) -> EmbeddingSettings:
+    """What the stored vectors depend on (the output's settings record): a rerun with any other
+    value would mix two kinds of vector in one output. Only what changes a vector: the model by
+    its files (its name or folder is recorded, not compared: `settings_record.comparable`), the
+    plan's read-out, length and precision, the vector as stored (`job.stored_vector`), the
+    input as it is read (`read_as`: `sources.input_settings`)."""
+    chunk = vector.long_text == "chunk"
+    return EmbeddingSettings({
+        "model": plan.model.name, "model_files": plan.model.fingerprint,
+        "pooling": plan.pooling, "head": plan.head, "max_length": plan.max_length,
+        "precision": plan.precision,
+        # what ran it: a setting but for fp32, whose runtimes give the same vectors (within
+        # 1e-5: `settings_record.comparable`)
+        "runtime": plan.runtime,
+        # int8: the quantized model's digest (another calibration or tool version is another
+        # model, and a rerun with it is refused like any other setting)
+        "int8_model": plan.artefact.digest if plan.precision == "int8" else None,
+        "dimension": vector.output_dimension(plan.dimension),
+        "truncate_dim": vector.truncate_dim, "normalize": vector.normalize,
+        "output_dtype": vector.output_dtype,
+        "quantization_ranges": ranges.digest if ranges else None,
+        "long_text": vector.long_text, "chunk_overlap": vector.chunk_overlap if chunk else None,
+        "max_windows": vector.max_windows if chunk else None, **read_as,
+    })
 
 
 @dataclass(frozen=True)
@@ -78,7 +108,7 @@ class EmbeddingDescription:
 
     @property
     def digest(self) -> str:
-        return settings_digest(settings_of(self.settings))
+        return settings_digest(EmbeddingSettings(self.settings))
 
     @property
     def dtype(self) -> str:
@@ -166,11 +196,6 @@ class EmbeddingOutput(OutputFolder):
         record = self.read_json(self.CODE_BOOK)
         return None if record is None else vectors.CodeBook.from_json(record["ranges"])
 
-    def write_code_book(self, dtype: str, ranges: vectors.CodeBook) -> None:
-        self.write_bytes(self.CODE_BOOK, json.dumps({
-            "dtype": dtype, "dimension": ranges.dimension, "formula": CODE_BOOK_FORMULA,
-            "ranges": ranges.to_json()}, indent=1).encode())
-
     # -- the runtime artefact -----------------------------------------------------------------
 
     def artefact(self) -> Artefact | None:
@@ -183,11 +208,25 @@ class EmbeddingOutput(OutputFolder):
                              "the file is damaged; rerun with --overwrite")
         return Artefact.from_record(record, data)
 
-    def write_artefact(self, artefact: Artefact) -> None:
-        """The artefact beside the rows it makes (the file first: a record names a whole
-        file)."""
-        self.write_bytes(self.ARTEFACT, artefact.data)
-        self.write_bytes(self.ARTEFACT_RECORD, json.dumps(artefact.record(), indent=1).encode())
+    # -- what a run writes beside its rows ----------------------------------------------------
+
+    @classmethod
+    def files_beside_rows(cls, dtype: str, ranges: vectors.CodeBook | None,
+                          artefact: Artefact | None) -> dict[str, bytes]:
+        """The files a run keeps beside the rows it writes, {name: bytes}, in the order they
+        are written (by the corpus driver, under the run's claim, before any row:
+        `CorpusJob.files_beside_rows`): int8/uint8 the code book (`ranges`) every row and query
+        is coded with; int8 the model (`artefact`) every row and query is encoded by, its file
+        before its record (a record names a whole file)."""
+        files = {}
+        if ranges is not None:
+            files[cls.CODE_BOOK] = json.dumps({
+                "dtype": dtype, "dimension": ranges.dimension, "formula": CODE_BOOK_FORMULA,
+                "ranges": ranges.to_json()}, indent=1).encode()
+        if artefact is not None:
+            files[cls.ARTEFACT] = artefact.data
+            files[cls.ARTEFACT_RECORD] = json.dumps(artefact.record(), indent=1).encode()
+        return files
 
     def kept(self) -> Kept | None:
         """What the rows the folder holds were made with, for a rerun: their precision and

@@ -15,8 +15,8 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 import pyarrow as pa
@@ -29,7 +29,6 @@ from sentray.corpus.row_progress import RowProgress
 from sentray.corpus.source_runs import Pending, pending_sources, source_runs
 from sentray.corpus.sources import CorpusConfig, Source
 from sentray.kit import cluster_paths, config_files, storage
-from sentray.kit.settings_record import write_settings
 
 logger = logging.getLogger(__name__)
 
@@ -65,13 +64,23 @@ class CorpusJob(abc.ABC):
     sources: Sequence[Source]  # the input files (`discover_sources`)
     # merge each finished source's parts into files of this many rows (single-folder jobs)
     rows_per_file: int | None = None
+    # files the job keeps beside its rows at the top of the output folder, {name: bytes}
+    # (the embedding job's code book and int8 model): written under the claim, after the
+    # settings record, before any row
+    files_beside_rows: Mapping[str, bytes] = field(default_factory=dict)
+    # rows the job made before the driver ran, as stored (the embedding job's: those its code
+    # book was measured on): written under the claim as the output's first parts, this run's
+    # rows like the pool's, never made again
+    first_rows: pa.Table | None = None
     # time.perf_counter() when this run's rows began, if before the driver (the embedding job:
-    # before it measured its code book, whose rows `before_rows` writes)
+    # before it made its `first_rows`)
     started: float | None = None
     # whether the rows go through this process, decided by the job where its actors' plan
     # depends on it (the embedding job's encoders); None: by the rows to do
     # (`execution.in_process_chosen`)
     in_process: bool | None = None
+    # local model folders every actor loads (checked like the input: `cluster_paths`)
+    model_folders: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def actor(self) -> ActorPlan:
@@ -89,17 +98,9 @@ class CorpusJob(abc.ABC):
     def summarize(self, folders: list[storage.Location], sources: list[Source]) -> dict:
         """The summary's counts over the whole output, with rows_in and incomplete_sources."""
 
-    def before_rows(self, folders: list[storage.Location]) -> dict[str, int]:
-        """Called once the run holds its claim, before any row is written (the embedding job
-        records its quantization code book here, and the rows measuring it embedded); returns
-        {source key: rows} it wrote itself, this run's like the pool's; by default nothing."""
-        return {}
-
-    def model_folders(self) -> tuple[str, ...]:
-        """Local model folders every actor loads (checked like the input: `cluster_paths`)."""
-        return ()
-
-    def run_figures(self, summary: dict, run: dict) -> dict:  # embed: tokens/s, cost
+    def run_figures(self, summary: dict, rows: int, seconds: float) -> dict:
+        """The job's own figures of a run of `rows` rows in `seconds` (embed: tokens/s, cost),
+        added to the run's record; by default none."""
         return {}
 
 
@@ -128,7 +129,7 @@ def _run_corpus_job(job: CorpusJob) -> dict:
     that did the work (and their config) stay as they were."""
     corpus = job.config.corpus
     cluster_paths.refuse_unshared_paths(job.config.pool.address, corpus.input, job.folders,
-                                        corpus.shared_paths, job.model_folders())
+                                        corpus.shared_paths, job.model_folders)
     started = time.perf_counter() if job.started is None else job.started
     started_at = time.time() - (time.perf_counter() - started)
     sources = list(job.sources)  # found and checked by the job (never in its own folders)
@@ -137,7 +138,10 @@ def _run_corpus_job(job: CorpusJob) -> dict:
         output_records.check_settings(folders, job.settings)  # refuse before touching anything
     duplicates = count_duplicate_ids(sources, corpus.id_column)  # a warning, not a refusal
     with output_records.RunClaim(folders[0], job.settings) as claim:
-        first = _prepare_folders(job, folders)  # {source key: rows the job wrote itself}
+        output_records.prepare(folders, job.settings, job.name, job.config.overwrite,
+                               job.files_beside_rows)
+        first = ({} if job.first_rows is None  # {source key: rows}
+                 else part_files.write_block(job.route(folders), job.first_rows))
         todo = pending_sources(sources, folders)
         empty = [p.source for p in todo if p.source.num_rows == 0]
         todo = [p for p in todo if p.source.num_rows != 0]
@@ -146,7 +150,7 @@ def _run_corpus_job(job: CorpusJob) -> dict:
         timings = _run_rows(job, folders, sources, todo, claim)
         counting = time.perf_counter()
         summary = {**job.summarize(folders, sources), "duplicate_ids": duplicates.rows}
-        seconds = time.perf_counter() - started
+        seconds = round(time.perf_counter() - started, 2)
         if timings is not None:  # the row accounting: the parts' footers read
             timings["summary"] = round(time.perf_counter() - counting, 2)
         rows_this_run = sum(first.values()) + sum(
@@ -154,9 +158,9 @@ def _run_corpus_job(job: CorpusJob) -> dict:
             for p in todo)
         done = {s.key for s in empty} | {p.source.key for p in todo} | set(first)
         processed = [s.uri for s in sources if s.key in done]
-        run = output_records.this_run(started_at, processed,
-                                      rows_this_run if todo or first else 0, seconds, timings)
-        run.update(job.run_figures(summary, run))
+        figures = job.run_figures(summary, rows_this_run, seconds)  # embed: tokens/s, cost
+        run = {**output_records.this_run(started_at, processed, rows_this_run, seconds, timings),
+               **figures}
         rows_out = sum(summary[key] for key in job.rows_out_keys)
         if summary["incomplete_sources"] or summary["rows_in"] != rows_out:
             raise RuntimeError(f"row accounting failed: {json.dumps(summary, default=str)}")
@@ -206,18 +210,3 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
                                             in_driver=local)
     return timings
 
-
-def _prepare_folders(job: CorpusJob, folders: list[storage.Location]) -> dict[str, int]:
-    """Under the run's claim: --overwrite's deletion (or the settings checked again: another
-    run may have written since), the folders, the settings record, the job's own first files
-    and rows ({source key: rows}: `CorpusJob.before_rows`)."""
-    if job.config.overwrite:
-        deleted = output_records.remove_job_files(folders)
-        logger.info("--overwrite: deleted %d files of this job in %s", deleted,
-                    ", ".join(f.uri for f in folders))
-    else:
-        output_records.check_settings(folders, job.settings)
-    for folder in folders:
-        folder.filesystem.create_dir(folder.path, recursive=True)
-    write_settings(folders[0], job.settings, job.name)
-    return job.before_rows(folders)

@@ -26,7 +26,7 @@ import posixpath
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -35,7 +35,13 @@ from sentray.corpus import part_files
 from sentray.kit import storage
 from sentray.kit.output_folder import OutputFolder
 from sentray.kit.repeating import Repeating
-from sentray.kit.settings_record import differences, mixing_error, read_settings, settings_digest
+from sentray.kit.settings_record import (
+    differences,
+    mixing_error,
+    read_settings,
+    settings_digest,
+    write_settings,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +88,25 @@ def remove_job_files(folders: Sequence[storage.Location]) -> int:
                     pafs.FileSelector(info.path)):
                 folder.filesystem.delete_dir(info.path)
     return deleted
+
+
+def prepare(folders: Sequence[storage.Location], settings: dict, job: str, overwrite: bool,
+            files: Mapping[str, bytes]) -> None:
+    """Under the run's claim, before any row is written: --overwrite's deletion of the job's
+    own files (`remove_job_files`), else the settings checked again (another run may have
+    written since the first check); the folders made; the settings record written, then the
+    job's `files` beside its rows ({name: bytes}, in order) at the top of the output."""
+    if overwrite:
+        deleted = remove_job_files(folders)
+        logger.info("--overwrite: deleted %d files of this job in %s", deleted,
+                    ", ".join(f.uri for f in folders))
+    else:
+        check_settings(folders, settings)
+    for folder in folders:
+        folder.filesystem.create_dir(folder.path, recursive=True)
+    write_settings(folders[0], settings, job)
+    for name, data in files.items():
+        OutputFolder(folders[0]).write_bytes(name, data)
 
 
 @dataclass(frozen=True)

@@ -98,10 +98,11 @@ def consecutive_runs(rows: np.ndarray) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
 
-def write_block(route: Route, table: pa.Table) -> int:
+def write_block(route: Route, table: pa.Table) -> dict[str, int]:
     """Write a block (rows of any sources, any order): each run of consecutive rows of a source
-    is routed, and each folder gets one part of the run's rows it holds. Returns rows written."""
-    written = 0
+    is routed, and each folder gets one part of the run's rows it holds. Returns the rows
+    written, {source key: rows}."""
+    written: dict[str, int] = {}
     for key in table.column("source").unique().to_pylist():
         part = table.filter(pc.equal(table.column("source"), key)).sort_by("row")
         rows = part.column("row").to_numpy()
@@ -110,7 +111,7 @@ def write_block(route: Route, table: pa.Table) -> int:
             for folder, routed in route(part.slice(start, stop - start)):
                 if routed.num_rows:
                     write_part(folder, key, routed, run)
-                    written += routed.num_rows
+                    written[key] = written.get(key, 0) + routed.num_rows
     return written
 
 
@@ -139,7 +140,7 @@ def make_sink(route: Route):
                 table, block_moments = actor_pool.take(table)
                 moments.append(block_moments)
                 if table.num_rows:
-                    written += write_block(route, table)
+                    written += sum(write_block(route, table).values())
                     first = first or time.time()
             return written, first, moments
 

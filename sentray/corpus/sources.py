@@ -107,13 +107,20 @@ def format_of_suffix(path: str) -> str | None:
     return None
 
 
-def read_format(corpus: CorpusConfig, sources: list[Source]) -> str:
+def read_format(corpus: CorpusConfig, sources: Sequence[Source]) -> str:
     """How the input files are read, as a setting: "auto" when each is read as its suffix says
     (whatever --format said: `--format text` over .txt files reads them as `auto` does), else
     the --format that overrides the suffixes."""
     if all(format_of_suffix(source.path) == source.format for source in sources):
         return "auto"
     return corpus.format
+
+
+def input_settings(corpus: CorpusConfig, sources: Sequence[Source]) -> dict:
+    """The input's part of a corpus job's settings (what the rows read from it depend on): its
+    text and id columns and the format its files are read as (`read_format`)."""
+    return {"text_column": corpus.text_column, "id_column": corpus.id_column,
+            "format": read_format(corpus, sources)}
 
 
 def _check_parquet(source: Source, config: CorpusConfig) -> Source:

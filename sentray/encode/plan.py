@@ -27,10 +27,9 @@ from sentray.encode.config import EncoderConfig
 from sentray.encode.model_files import checked_model, model_facts
 from sentray.encode.model_lookup import ResolvedModel, located_model
 from sentray.encode.pooling_catalog import (
-    DITTO_DEFAULT_HEADS,
-    DITTO_POOLINGS,
     decided_ditto_impl,
     parse_head,
+    read_out,
 )
 from sentray.encode.runtimes import registry
 
@@ -148,7 +147,8 @@ def model_plan(config: EncoderConfig, *, default_pooling: str = "last_avg",
     model = located_model(config.model)
     model = checked_model(model)
     facts = model_facts(model)
-    pooling, head = read_out(config, facts.pooling, facts.head, default_pooling)
+    pooling, head = read_out(config.pooling, config.head, config.model, facts.pooling,
+                             facts.head, default_pooling)
     handed = getattr(module, "config", None)  # a model handed in: its own width and family
     dimension = int(handed.hidden_size) if handed is not None else facts.dimension
     model_type = getattr(handed, "model_type", None) if handed is not None else facts.model_type
@@ -159,23 +159,3 @@ def model_plan(config: EncoderConfig, *, default_pooling: str = "last_avg",
         device=config.device, batch_size=config.batch_size,
         max_tokens_per_batch=config.max_tokens_per_batch,
         ditto_impl=decided_ditto_impl(pooling, config.ditto_impl, model_type))
-
-
-def read_out(config: EncoderConfig, own_pooling: str | None, own_head: str | None,
-             default_pooling: str = "last_avg") -> tuple[str, str | None]:
-    """(pooling, head): the pooling asked for, else the model's own read-out (`own_pooling`,
-    with its Ditto head), else `default_pooling` (mean for encoding; the trainer's [CLS]); a
-    Ditto pooling's head asked for, else the model's, else the one Ditto's code uses for the
-    model (ValueError without one)."""
-    pooling, head = config.pooling, config.head
-    if pooling is None:
-        pooling = own_pooling or default_pooling
-        head = head or (own_head if own_pooling else None)
-    if pooling in DITTO_POOLINGS and head is None:
-        head = DITTO_DEFAULT_HEADS.get(config.model)
-        if head is None:
-            raise ValueError(
-                f"pooling {pooling!r} needs a head (--head L-H): no default is known for model "
-                f"{config.model!r} (known: {DITTO_DEFAULT_HEADS}); find one with "
-                "`python jobs/evaluate.py --search-head`")
-    return pooling, head

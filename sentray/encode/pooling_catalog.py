@@ -1,6 +1,7 @@
 """The poolings by name: the valid `--pooling` values with what each computes, their aliases,
 the Ditto poolings and the heads Ditto's official code uses per model, the parsing of a head
-`L-H`, and the Ditto path a model's family takes (`decided_ditto_impl`). No torch here:
+`L-H`, the read-out a model takes when none or no head is asked for (`read_out`), and the
+Ditto path a model's family takes (`decided_ditto_impl`). No torch here:
 configs and plans decide against it before any model is loaded; the tensor functions are in
 `sentray.encode.pooling`."""
 
@@ -43,6 +44,25 @@ DITTO_DEFAULT_HEADS: dict[str, str] = {
     "google/electra-base-discriminator": "0-10",
     "sentence-transformers/bert-base-nli-stsb-mean-tokens": "2-6",
 }
+
+
+def read_out(pooling: str | None, head: str | None, model: str, own_pooling: str | None,
+             own_head: str | None, default_pooling: str = "last_avg") -> tuple[str, str | None]:
+    """(pooling, head) a model is read out with: the `pooling` asked for, else the model's own
+    read-out (`own_pooling`, with its Ditto head), else `default_pooling` (mean for encoding;
+    the trainer's [CLS]); a Ditto pooling's `head` asked for, else the model's, else the one
+    Ditto's official code uses for `model` (ValueError without one)."""
+    if pooling is None:
+        pooling = own_pooling or default_pooling
+        head = head or (own_head if own_pooling else None)
+    if pooling in DITTO_POOLINGS and head is None:
+        head = DITTO_DEFAULT_HEADS.get(model)
+        if head is None:
+            raise ValueError(
+                f"pooling {pooling!r} needs a head (--head L-H): no default is known for model "
+                f"{model!r} (known: {DITTO_DEFAULT_HEADS}); find one with "
+                "`python jobs/evaluate.py --search-head`")
+    return pooling, head
 
 
 def canonical_pooling(name: str) -> str:

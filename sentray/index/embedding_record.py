@@ -5,7 +5,7 @@ table's metadata; the search builds its query encoder from it (`QueryEncoder`)."
 
 from __future__ import annotations
 
-from sentray.bulk_embedding.output import EmbeddingDescription, settings_of
+from sentray.bulk_embedding.output import EmbeddingDescription, EmbeddingSettings
 from sentray.kit.settings_record import differences
 
 # an index table's vector column: float outputs as stored; int8/uint8 codes dequantized to
@@ -20,7 +20,7 @@ def check_same_embedding(table: EmbeddingDescription, output: EmbeddingDescripti
     of other settings than the output about to be added to it."""
     if table.digest == output.digest:
         return
-    changed = differences(table.settings, settings_of(output.settings))
+    changed = differences(table.settings, EmbeddingSettings(output.settings))
     raise ValueError(
         f"{table_uri} holds vectors of another embedding (settings digest {table.digest[:12]} "
         f"!= {output.digest[:12]} of {output.embeddings}):\n  " + "\n  ".join(changed) +

@@ -13,8 +13,9 @@ them, through it:
     _index.lance         the vector table `sentray index` makes of an embedding output
 
 A file is written whole or not at all (`storage.write_bytes`). An embedding output's own records
-(its code book, its int8 model, its description) are read and written by its subclass,
-`sentray.bulk_embedding.output.EmbeddingOutput`."""
+(its code book, its int8 model, its description) are made and read by its subclass,
+`sentray.bulk_embedding.output.EmbeddingOutput`; the corpus driver writes them, under the run's
+claim (`sentray.corpus.output_records.prepare`)."""
 
 from __future__ import annotations
 

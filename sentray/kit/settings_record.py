@@ -19,14 +19,14 @@ NAMED_BY = {"model": "model_files"}
 
 
 class Settings(dict):
-    """A job's settings (written as the plain dict they are), with what a record made before one
-    of them was recorded meant by its absence: `implied` maps a setting to (the setting it
-    followed, {that setting's value: the value it implied}). The embedding job's `runtime`: a
-    record made before runtimes were recorded names the one its precision ran on."""
+    """A job's settings, written as the plain dict they are. A kind of output whose records once
+    lacked a setting subclasses it and says what the absence meant: `implied` maps a setting to
+    (the setting it followed, {that setting's value: the value it implied}); a plain dict
+    implies nothing."""
 
-    def __init__(self, values: dict, implied: dict[str, tuple[str, dict]] | None = None) -> None:
-        super().__init__(values)
-        self.implied = dict(implied or {})
+    @property
+    def implied(self) -> dict[str, tuple[str, dict]]:
+        return {}
 
 
 def comparable(settings: dict, implied: dict[str, tuple[str, dict]] | None = None) -> dict:

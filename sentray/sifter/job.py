@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from sentray.corpus import corpus_job, part_files
 from sentray.corpus.actor_pool import ActorPlan
 from sentray.corpus.source_runs import parts_in, source_runs
-from sentray.corpus.sources import Source, discover_sources, read_format
+from sentray.corpus.sources import Source, discover_sources, input_settings
 from sentray.kit import storage
 from sentray.sifter.actor import AugmentBatch
 from sentray.sifter.config import AugmentConfig
@@ -96,15 +96,13 @@ def augment_settings(config: AugmentConfig, versions: dict,
                      sources: Sequence[Source] = ()) -> dict:
     """What the kept and rejected rows depend on (OUTPUT/_settings.json): a rerun with any
     other value would mix two kinds of Y and Z, or two filters, in one output."""
-    corpus = config.corpus
     return {"backend": config.backend, **versions, "triple": config.triple, "seed": config.seed,
             "z_rule": config.z_rule, "views_revision": VIEWS_REVISION,
             "min_words": config.min_words, "keep_short": config.keep_short,
             "keep_capitalized_tail": config.keep_capitalized_tail,
             "max_parse_chars": config.max_parse_chars,
             "openie_entailment": config.openie_entailment, "rejects": config.rejects,
-            "text_column": corpus.text_column, "id_column": corpus.id_column,
-            "format": read_format(corpus, sources)}
+            **input_settings(config.corpus, sources)}
 
 
 @dataclass(frozen=True, kw_only=True)

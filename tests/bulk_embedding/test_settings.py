@@ -15,9 +15,10 @@ from conftest import make_tiny_bert
 from sentray.bulk_embedding import job as embed_job
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
-from sentray.bulk_embedding.job import embed_settings, run_embedding, stored_vector
+from sentray.bulk_embedding.job import run_embedding, stored_vector
+from sentray.bulk_embedding.output import embed_settings
 from sentray.corpus import output_records
-from sentray.corpus.sources import CorpusConfig, Source
+from sentray.corpus.sources import CorpusConfig, Source, input_settings
 from sentray.encode.config import EncoderConfig
 from sentray.kit import storage
 from sentray.kit.settings_record import write_settings
@@ -80,8 +81,8 @@ def settings_of(config: EmbedConfig, ranges=None, sources=SOURCES) -> dict:
     """The settings the job records for `config`: its encoder planned, its vector for the
     plan."""
     plan = plan_encoder(config.encoder)
-    return embed_settings(plan, stored_vector(config.vector, plan), config.corpus, sources,
-                          ranges)
+    return embed_settings(plan, stored_vector(config.vector, plan),
+                          input_settings(config.corpus, sources), ranges)
 
 
 def stored_output(tmp_path, settings: dict) -> storage.Location:

@@ -28,8 +28,8 @@ from sentray.contrastive.optimizer import adamw, clipped_step, linear_schedule
 from sentray.encode.config import EncoderConfig
 from sentray.encode.model_files import model_facts
 from sentray.encode.model_lookup import resolve_model
-from sentray.encode.plan import read_out
 from sentray.encode.pooled_model import PooledEncoder
+from sentray.encode.pooling_catalog import read_out
 from sentray.kit import storage
 from sentray.kit.config_files import flat_record
 from sentray.kit.settings_record import write_settings
@@ -129,7 +129,9 @@ def test_ditto_without_a_head_keeps_the_models_known_head(tokenizer):
                        mlp=False)
     # the plan's rule (offline, bert-base-uncased's files cannot be read here: it declares no
     # read-out of its own, as its Hub folder does not)
-    pooling, head = read_out(config.encoder, None, None, "cls_before_pooler")
+    encoder = config.encoder
+    pooling, head = read_out(encoder.pooling, encoder.head, encoder.model, None, None,
+                             "cls_before_pooler")
     assert (pooling, head) == ("ditto", "0-9")  # Ditto's official head for bert-base-uncased
     model = ContrastiveModel(make_tiny_bert(tokenizer.vocab_size, heads=12), pooling,
                              head=head, mlp=config.mlp)  # as build_model makes it

@@ -437,10 +437,10 @@ def test_a_split_run_is_one_part_per_folder_and_its_rows_add_up(tmp_path):
 
     block = pa.table({"source": ["s"] * 10, "row": [9, 0, 1, 2, 3, 4, 5, 6, 7, 8],
                       "source_rows": [12] * 10, "text": [str(i) for i in range(10)]})
-    assert part_files.write_block(split, block) == 10
+    assert part_files.write_block(split, block) == {"s": 10}
     block = pa.table({"source": ["s"] * 2, "row": [10, 11], "source_rows": [12] * 2,
                       "text": ["a", "b"]})
-    assert part_files.write_block(split, block) == 2
+    assert part_files.write_block(split, block) == {"s": 2}
     names = sorted(p.name for p in (tmp_path / "out" / "s").iterdir())
     assert names == [part_files.part_name(0, 10, 12, 5), part_files.part_name(10, 12, 12, 1)]
     assert names[0] == "part-000000000000-000000000010-of-000000000012-rows-5.parquet"

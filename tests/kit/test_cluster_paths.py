@@ -186,19 +186,29 @@ def test_a_local_model_folder_on_many_machines_is_refused_unless_in_the_upload(m
                                         models=[f"{upload}/models/mine"])
 
 
-def test_the_embedding_job_names_its_model_folder_and_no_other_kind(tiny_model_dir, tmp_path):
+def test_the_embedding_job_names_its_model_folder_and_no_other_kind(tiny_model_dir, tmp_path,
+                                                                     monkeypatch):
     from sentray.bulk_embedding.config import EmbedConfig
-    from sentray.bulk_embedding.job import EmbedJob
-    from sentray.bulk_embedding.output import EmbeddingOutput
+    from sentray.bulk_embedding.job import run_embedding
+    from sentray.corpus.sources import CorpusConfig
     from sentray.encode.config import EncoderConfig
-    from sentray.precision.plan import plan_encoder
+
+    checked = []
+
+    def refuse(address, inputs, outputs, shared, models=()):  # the driver's check, then stop
+        checked.append(tuple(models))
+        raise RuntimeError("checked")
+
+    monkeypatch.setattr(cluster_paths, "refuse_unshared_paths", refuse)
+    corpus = tmp_path / "in.txt"
+    corpus.write_text("a sentence\n")
 
     def folders(model: str) -> tuple[str, ...]:
-        config = EmbedConfig(output=str(tmp_path), encoder=EncoderConfig(
-            model=model, pooling="mean"))
-        return EmbedJob(config=config, plan=plan_encoder(config.encoder),
-                        output=EmbeddingOutput.at(str(tmp_path)), folders=(str(tmp_path),),
-                        settings={}, sources=[], ranges=None, metadata={}).model_folders()
+        config = EmbedConfig(corpus=CorpusConfig(input=str(corpus)), output=str(tmp_path / "out"),
+                             encoder=EncoderConfig(model=model, pooling="mean"))
+        with pytest.raises(RuntimeError, match="checked"):
+            run_embedding(config)
+        return checked.pop()
 
     assert folders(str(tiny_model_dir)) == (str(tiny_model_dir.resolve()),)
     assert folders("all-MiniLM-L6-v2") == ()  # packaged: found in each node's own Python
