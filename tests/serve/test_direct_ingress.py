@@ -19,6 +19,7 @@ def test_the_environment_names_one_port_without_quarantine():
     assert (env["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"],
             env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"]) == ("8001", "8002")
     assert env["RAY_SERVE_PORT_QUARANTINE_S"] == "0"
+    assert env["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "0"  # Ctrl-C stops at once
 
 
 def port_in_time_wait(sockets) -> int:
