@@ -1,6 +1,6 @@
 """`python jobs/train_lstm.py --help` (the same as `sentray train_lstm --help`): every option of the job."""
-from sentray.cli import command, job_entry_points
+from sentray.cli import command, exit_process, job_entry_points
 
 parse_config, main = job_entry_points("train_lstm")
 if __name__ == "__main__":
-    raise SystemExit(command("train_lstm"))
+    exit_process(command("train_lstm"))
