@@ -200,12 +200,11 @@ BLOCKS_PER_ACTOR = 2
 ROUNDS_COUNTED = 8
 # Rows per actor call in the job's own process: 8 of the pool's blocks (one process sorts more
 # rows by length at once: less padding, and fewer parts to compact), but the first call takes one
-# block of at most FIRST_CALL_ROWS, so that the first part lands within a second of the first
-# row embedded (256 rows: about 1 s at torch fp32's 266 rows/s on this project's 2-core AMD EPYC
-# Zen 5, ~0.1 s where the probe's rows of them are kept) and a kill early in a long input loses
-# little.
+# block of at most FIRST_CALL_ROWS, so that the first part lands within seconds of the first row
+# embedded (1,024 rows: about 5 s at this project's 2-core CPU's 200 rows/s) and a kill early in
+# a long input loses little.
 BLOCKS_PER_CALL = 8
-FIRST_CALL_ROWS = 256
+FIRST_CALL_ROWS = 1024
 
 
 def in_process_calls(pool: ActorPoolConfig) -> tuple[int, int]:

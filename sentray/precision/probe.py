@@ -425,11 +425,14 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
 
     from sentray.encode.encoder import SentenceEncoder
 
+    encoders = {}
+
     def build(runtime: str, precision: str, artefact=None) -> tuple[SentenceEncoder, float]:
         own = copy.deepcopy(module) if module is not None and precision == "bf16" else module
         started = time.perf_counter()
         encoder = SentenceEncoder(plan.running(precision, runtime=runtime, why="probed",
                                                artefact=artefact), model=own, tokenizer=tokenizer)
+        encoders[(runtime, precision)] = encoder
         return encoder, time.perf_counter() - started
 
     texts, from_corpus = probe_sentences(corpus)
@@ -476,22 +479,26 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
                             f"this job's {rows} rows" if rows is not None else "a job")
     chosen, why = choose(measured, rows)
     kept = kept_rows(runs[chosen], texts, token_ids, plan.max_length) if from_corpus else None
+    if chosen in encoders and module is None:  # built, compiled and warmed: the job's to take
+        registry.keep_forward(encoders[chosen].plan, encoders[chosen].forward, threads)
     return Decision(*chosen, "; ".join([why, *notes]),
                     [{k: round(v, 8) if isinstance(v, float) else v
                       for k, v in dataclasses.asdict(m).items()} for m in measured],
                     cpu_info()["name"], threads), kept
 
 
-# The order candidates are timed in after torch fp32: bf16 before fp32, int8 last (in the
-# registry's order within a precision). The early ones set the bar the later ones are stopped
-# under (`finishing_rate`), and a conversion is weighed at the best rate measured before it; the
-# int8 model, the costliest conversion, is weighed last, against every other rate.
-PROBE_ORDER = {"bf16": 0, "fp32": 1, "int8": 2}
+# The precisions in the order they are timed after torch fp32 (the registry's order of runtimes
+# within each): bf16 before fp32, int8 last. The early ones set the bar the later ones are
+# stopped under (`finishing_rate`), and a conversion is weighed at the best rate measured before
+# it: the int8 model, the costliest conversion, last, against every other rate.
+TIMED_AFTER_REFERENCE = ("bf16", "fp32", "int8")
 
 
 def probe_order(candidates: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """`candidates` (runtime, precision) in the order the probe times them (`PROBE_ORDER`)."""
-    return sorted(candidates, key=lambda c: PROBE_ORDER.get(c[1], len(PROBE_ORDER)))
+    """`candidates` (runtime, precision) in the order the probe times them after torch fp32
+    (`TIMED_AFTER_REFERENCE`)."""
+    order = {precision: i for i, precision in enumerate(TIMED_AFTER_REFERENCE)}
+    return sorted(candidates, key=lambda c: order.get(c[1], len(order)))
 
 
 def finishing_rate(measured: list[Measured], rows: int | None, built: float) -> float:
