@@ -30,13 +30,12 @@ import contextlib
 import importlib
 import json
 import logging
-import os
 import re
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, NoReturn, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import tyro
 
@@ -328,24 +327,6 @@ def command(name: str, argv: Sequence[str] | None = None, prog: str | None = Non
         print(error.code, file=sys.stderr)
         return error.status
     return 0
-
-
-def exit_process(status: int) -> NoReturn:
-    """End a job's process with `status` once its work is done and written: the exit handlers
-    run (Ray's shutdown, logging's flush), stdout and stderr are flushed, and the interpreter's
-    teardown of its modules is skipped: with transformers' model code loaded (torch._dynamo,
-    sympy) that teardown took ~1 s of a 10,000-row job on this project's 2-core EPYC, after its
-    last file was written. A process with other threads still running exits the usual way,
-    which waits for them."""
-    import atexit
-    import threading
-
-    if threading.active_count() > 1:
-        raise SystemExit(status)
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
 
 
 def usage() -> str:

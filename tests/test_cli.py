@@ -173,8 +173,8 @@ def test_a_job_process_ends_with_its_status_its_output_flushed_and_exit_handlers
     import sys
 
     ended = subprocess.run(
-        [sys.executable, "-c", "import atexit, sys; from sentray.cli import exit_process; "
-         "atexit.register(lambda: print('handler ran')); print('the result', end=''); "
+        [sys.executable, "-c", "import atexit, sys; "
+         "from sentray.kit.exit_status import exit_process; atexit.register(lambda: print('handler ran')); print('the result', end=''); "
          "print('a warning', file=sys.stderr, end=''); exit_process(3)"],
         capture_output=True, text=True, timeout=60)
     assert ended.returncode == 3

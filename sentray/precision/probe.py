@@ -442,12 +442,11 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
     with torch.inference_mode():
         # torch fp32's build is the job's baseline (the model loaded), not a cost of its own
         timed = time_batches(reference_encoder.embed_tokens, batches, plan.dimension)
-        rate, reference = timed.rate, timed.vectors
-        runs = {("torch", "fp32"): timed}
+        reference, runs = timed.vectors, {("torch", "fp32"): timed}
         # the others time the very batches torch fp32 timed: the same sentences
         batches = batches[:int(np.searchsorted(np.cumsum([len(b.input_ids) for b in batches]),
                                                len(reference)) + 1)]
-        measured = [Measured("torch", "fp32", rate, len(reference), 0.0, 1.0, True,
+        measured = [Measured("torch", "fp32", timed.rate, len(reference), 0.0, 1.0, True,
                              round(timed.warm_seconds, 3))]
         notes, artefact_of = [], dict(ready)
         for runtime, precision in probe_order(grid[1:]):
@@ -465,22 +464,8 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
                                                       tokenizer=tokenizer,
                                                       encoder=reference_encoder)
             encoder, built = build(runtime, precision, artefact_of.get(kind))
-            # under the finishing rate by more than the timing margin: two batches are enough
-            # to tell (a near tie is timed on every batch: OpenVINO fp32 at 584/s on two, under
-            # ONNX Runtime's 590/s, then ran at 636/s against its 539/s in the job)
-            floor = finishing_rate(measured, rows, built) / MARGIN
-            run = time_batches(encoder.embed_tokens, batches, plan.dimension,
-                               floor=max(rate / 2, floor), scout=rate / 2, seconds=None)
-            runs[(runtime, precision)] = run
-            measured.append(Measured(runtime, precision, run.rate, len(run.vectors),
-                                     *gate(precision, run.vectors, reference),
-                                     round(built + run.warm_seconds, 3)))
-            if len(run.vectors) < len(reference) and run.rate < floor:
-                logger.info("%s %s stopped after %d of the probe's %d rows: %.0f/s, more than "
-                            "the timing margin under the %.0f/s it needs to finish %s first",
-                            runtime, precision, len(run.vectors), len(reference), run.rate,
-                            floor * MARGIN,
-                            f"this job's {rows} rows" if rows is not None else "a job")
+            runs[(runtime, precision)] = time_candidate(encoder, built, batches, reference,
+                                                        measured, rows)
     chosen, why = choose(measured, rows)
     kept = kept_rows(runs[chosen], texts, token_ids, plan.max_length) if from_corpus else None
     if chosen in encoders and module is None:  # built, compiled and warmed: the job's to take
@@ -489,6 +474,29 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
                     [{k: round(v, 8) if isinstance(v, float) else v
                       for k, v in dataclasses.asdict(m).items()} for m in measured],
                     cpu_info()["name"], threads), kept
+
+
+def time_candidate(encoder, built: float, batches: list, reference: np.ndarray,
+                   measured: list[Measured], rows: int | None) -> Timed:
+    """`encoder`'s candidate (built in `built` s) timed on the batches torch fp32 timed
+    (`reference`: its vectors), its `Measured` appended to `measured`. Stopped after two
+    batches when more than the timing margin under the rate that finishes the job first
+    (`finishing_rate`; a near tie is timed on every batch: OpenVINO fp32 at 584/s on two, under
+    ONNX Runtime's 590/s, then ran at 636/s against its 539/s in the job), and logged."""
+    plan, reference_rate = encoder.plan, measured[0].rate  # torch fp32's
+    floor = finishing_rate(measured, rows, built) / MARGIN
+    run = time_batches(encoder.embed_tokens, batches, plan.dimension,
+                       floor=max(reference_rate / 2, floor), scout=reference_rate / 2,
+                       seconds=None)
+    measured.append(Measured(plan.runtime, plan.precision, run.rate, len(run.vectors),
+                             *gate(plan.precision, run.vectors, reference),
+                             round(built + run.warm_seconds, 3)))
+    if len(run.vectors) < len(reference) and run.rate < floor:
+        logger.info("%s %s stopped after %d of the probe's %d rows: %.0f/s, more than the "
+                    "timing margin under the %.0f/s it needs to finish %s first", plan.runtime,
+                    plan.precision, len(run.vectors), len(reference), run.rate, floor * MARGIN,
+                    f"this job's {rows} rows" if rows is not None else "a job")
+    return run
 
 
 # The precisions in the order they are timed after torch fp32 (the registry's order of runtimes
