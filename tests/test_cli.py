@@ -164,3 +164,18 @@ def test_help_reads_right(capsys, monkeypatch):
     shown = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()
              if line.strip().startswith("--")}
     assert "--write auto" in shown["--ray-rows"] and "local:" not in shown["--ray-rows"]
+
+
+def test_a_job_process_ends_with_its_status_its_output_flushed_and_exit_handlers_run():
+    """`exit_process` (what jobs/*.py end with) skips the interpreter's teardown, not the exit
+    handlers (Ray's shutdown) nor what was printed."""
+    import subprocess
+    import sys
+
+    ended = subprocess.run(
+        [sys.executable, "-c", "import atexit, sys; "
+         "from sentray.kit.exit_status import exit_process; atexit.register(lambda: print('handler ran')); print('the result', end=''); "
+         "print('a warning', file=sys.stderr, end=''); exit_process(3)"],
+        capture_output=True, text=True, timeout=60)
+    assert ended.returncode == 3
+    assert ended.stdout == "the resulthandler ran\n" and ended.stderr == "a warning"

@@ -177,16 +177,19 @@ def refuse_unshared_paths(address: str | None, inputs: str | None, outputs: Sequ
     runs on a local cluster it starts itself (or runs its rows in its own process:
     `sentray.corpus.execution`), whose one node is this machine."""
     import os
-
-    import ray
+    import sys
 
     paths = {"input": split_inputs(inputs), "output": list(outputs),
              "model": [m for m in models if not in_working_dir_upload(m)]}
     if shared or not any(is_local(p) for given in paths.values() for p in given):
         return
     address = address or os.environ.get("RAY_ADDRESS")
-    if not address and (not ray.is_initialized() or started_here()):
+    # not imported: not connected (a job in its own process; importing Ray takes ~0.4 s)
+    connected = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+    if not address and (not connected or started_here()):
         return  # the job's own cluster, on this machine
+    import ray
+
     if not ray.is_initialized():
         from sentray.kit.ray_cluster import init_ray
 

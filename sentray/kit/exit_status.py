@@ -8,10 +8,15 @@ that says which of two things happened (`command_error`, used by `sentray.cli`):
 - 1, a failed job: anything else (storage that failed under it, a worker lost past its retries,
   a bug).
 
-Ctrl-C ends a command with 130 (`INTERRUPTED_STATUS`).
+Ctrl-C ends a command with 130 (`INTERRUPTED_STATUS`). A job's process ends through
+`exit_process`, its work written.
 """
 
 from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
 
 from sentray.kit.storage import StorageError
 
@@ -53,3 +58,21 @@ def command_error(exc: BaseException) -> CommandError:
         return CommandError(f"error: {one_line(str(exc))}", FAILED_STATUS)
     first = (str(exc).strip().splitlines() or [""])[0]
     return CommandError(f"error: {type(exc).__name__}: {first}".rstrip(": "), FAILED_STATUS)
+
+
+def exit_process(status: int) -> NoReturn:
+    """End a job's process with `status` once its work is done and written: the exit handlers
+    run (Ray's shutdown, logging's flush), stdout and stderr are flushed, and the interpreter's
+    teardown of its modules is skipped: with transformers' model code loaded (torch._dynamo,
+    sympy) that teardown took ~1 s of a 10,000-row job on this project's 2-core EPYC, after its
+    last file was written. A process with other threads still running exits the usual way,
+    which waits for them."""
+    import atexit
+    import threading
+
+    if threading.active_count() > 1:
+        raise SystemExit(status)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -228,11 +228,12 @@ def quantize(onnx_bytes: bytes, batches: list[dict[str, np.ndarray]]) -> bytes:
 
 
 def prepare(kind: str, plan: EncoderPlan, calibration: Calibration, *, module=None,
-            tokenizer=None) -> Artefact:
+            tokenizer=None, encoder=None) -> Artefact:
     """The artefact of `kind` of `plan`: from the cache, else made and cached. `onnx`: the
     fp32 encoder (built here, on the CPU) exported as one graph; `onnx-int8`: that graph
     (itself from the cache when there) calibrated on `calibration`'s texts, batched as the
-    encoder batches, and quantized by NNCF."""
+    encoder batches, and quantized by NNCF. `encoder`: that fp32 encoder already built (the
+    probe's torch fp32, whose model is loaded): taken, not built again."""
     key = artefact_key(plan, kind, calibration, model_identity(plan, module))
     found = read_cached(kind, key)
     if found is not None:
@@ -241,8 +242,12 @@ def prepare(kind: str, plan: EncoderPlan, calibration: Calibration, *, module=No
     from sentray.encode.encoder import SentenceEncoder
 
     started = time.perf_counter()
-    fp32 = SentenceEncoder(dataclasses.replace(plan.running("fp32", why="exported"),
-                                               device="cpu"), model=module, tokenizer=tokenizer)
+    fp32 = encoder
+    if fp32 is None or (fp32.plan.runtime, fp32.plan.precision, fp32.plan.device) != (
+            "torch", "fp32", "cpu"):
+        fp32 = SentenceEncoder(dataclasses.replace(plan.running("fp32", why="exported"),
+                                                   device="cpu"), model=module,
+                               tokenizer=tokenizer)
     described = None
     if kind == "onnx":
         logger.info("exporting the encoder as one ONNX graph (once per model, pooling and "
@@ -250,7 +255,7 @@ def prepare(kind: str, plan: EncoderPlan, calibration: Calibration, *, module=No
         data = export_onnx(fp32.pooled, fp32.tokenizer)
     else:
         graph = prepare(KINDS[kind].made_from, plan, calibration, module=module,
-                        tokenizer=tokenizer)
+                        tokenizer=tokenizer, encoder=fp32)
         texts, described = calibration.texts()
         logger.info("preparing the int8 model: NNCF calibration on %d texts of %s (once per "
                     "model, pooling and calibration; cached)", described["rows"],

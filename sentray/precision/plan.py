@@ -187,10 +187,13 @@ def measured(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | 
                             f"(under {SMALL_JOB}) costs less than measuring: torch fp32")
     from sentray.precision import probe
 
-    return where.run(probe.decide, plan, calibration, rows=rows, threads=where.threads,
-                     exact=exact, module=module, tokenizer=tokenizer, measure=not small,
-                     corpus=None if small or corpus is None
-                     else list(corpus(probe.PROBE_SAMPLE_ROWS)))
+    decided = where.run(probe.decide, plan, calibration, rows=rows, threads=where.threads,
+                        exact=exact, module=module, tokenizer=tokenizer, measure=not small,
+                        corpus=None if small or corpus is None
+                        else list(corpus(probe.PROBE_SAMPLE_ROWS)))
+    if where.cpus is not None:  # its encoders are Ray actors: none of them is built here
+        registry.drop_kept()
+    return decided
 
 
 def _run_in_task(fn, args, kwargs):

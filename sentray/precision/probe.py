@@ -141,7 +141,7 @@ def spread(batches: list) -> list:
 
 
 def time_batches(forward: Callable, batches: list, dimension: int, floor: float | None = None,
-                 *, seconds: float | None = PROBE_SECONDS,
+                 *, seconds: float | None = PROBE_SECONDS, scout: float | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> Timed:
     """`forward` at steady state on `batches` (their `spread` order): each batch called once
     untimed (its shape's first call: kernels made, graphs compiled) and then timed, until
@@ -150,8 +150,10 @@ def time_batches(forward: Callable, batches: list, dimension: int, floor: float 
     took beyond its timed twin is the candidate's one-time cost (`warm_seconds`), weighed as
     such, never folded into its rate. With a `floor`, the first `SCOUT_ROWS` sentences of the
     first batch are timed on their second call before anything else: a candidate far under the
-    floor (torch bf16 emulated on a CPU without bf16 instructions ran at 1/15 of fp32 on an
-    AVX2 EPYC, 8 s a batch of 32) costs two small calls, not a batch."""
+    floor (under half of `scout`, default `floor`: torch bf16 emulated on a CPU without bf16
+    instructions ran at 1/15 of fp32 on an AVX2 EPYC, 8 s a batch of 32) costs two small calls,
+    not a batch. The floor and the rate are at the job's padding."""
+    scout = scout or floor
     if floor and batches:
         ids, mask = batches[0].input_ids[:SCOUT_ROWS], batches[0].attention_mask[:SCOUT_ROWS]
         started = clock()
@@ -161,7 +163,7 @@ def time_batches(forward: Callable, batches: list, dimension: int, floor: float 
         out = np.asarray(forward(ids, mask).float())
         took = max(clock() - started, 1e-9)
         rate = len(out) / took
-        if rate < floor / 2:  # a quarter of torch fp32 even at a small batch's efficiency
+        if rate < scout / 2:  # a quarter of torch fp32 even at a small batch's efficiency
             return Timed(rate, out.reshape(-1, dimension),
                          np.asarray(batches[0].positions[:SCOUT_ROWS]), max(first - took, 0.0))
     parts, positions, done, timed, warm, padded, real = [], [], 0, 0.0, 0.0, 0, 0
@@ -178,13 +180,14 @@ def time_batches(forward: Callable, batches: list, dimension: int, floor: float 
         done += len(parts[-1])
         padded += int(batch.attention_mask.numel())
         real += int(batch.attention_mask.sum())
+        # at the job's padding: it sorts blocks of thousands of rows by length (~1% padding),
+        # where a few hundred rows sorted pad more; its rows cost what their real tokens do here
+        rate = done / timed * padded / max(real, 1)
         if (seconds is not None and timed >= seconds) or (floor and len(parts) >= 2
-                                                           and done / timed < floor):
+                                                           and rate < floor):
             break
-    # at the job's padding: it sorts blocks of thousands of rows by length (~1% padding), where
-    # a few hundred rows sorted pad more; its rows cost what their real tokens do here
-    return Timed(done / timed * padded / max(real, 1), np.concatenate(parts).reshape(-1, dimension),
-                 np.concatenate(positions), warm)
+    return Timed(rate, np.concatenate(parts).reshape(-1, dimension), np.concatenate(positions),
+                 warm)
 
 
 def gate(precision: str, vectors: np.ndarray, reference: np.ndarray) -> tuple[float, float, bool]:
@@ -422,11 +425,14 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
 
     from sentray.encode.encoder import SentenceEncoder
 
+    encoders = {}
+
     def build(runtime: str, precision: str, artefact=None) -> tuple[SentenceEncoder, float]:
         own = copy.deepcopy(module) if module is not None and precision == "bf16" else module
         started = time.perf_counter()
         encoder = SentenceEncoder(plan.running(precision, runtime=runtime, why="probed",
                                                artefact=artefact), model=own, tokenizer=tokenizer)
+        encoders[(runtime, precision)] = encoder
         return encoder, time.perf_counter() - started
 
     texts, from_corpus = probe_sentences(corpus)
@@ -436,15 +442,14 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
     with torch.inference_mode():
         # torch fp32's build is the job's baseline (the model loaded), not a cost of its own
         timed = time_batches(reference_encoder.embed_tokens, batches, plan.dimension)
-        rate, reference = timed.rate, timed.vectors
-        runs = {("torch", "fp32"): timed}
+        reference, runs = timed.vectors, {("torch", "fp32"): timed}
         # the others time the very batches torch fp32 timed: the same sentences
         batches = batches[:int(np.searchsorted(np.cumsum([len(b.input_ids) for b in batches]),
                                                len(reference)) + 1)]
-        measured = [Measured("torch", "fp32", rate, len(reference), 0.0, 1.0, True,
+        measured = [Measured("torch", "fp32", timed.rate, len(reference), 0.0, 1.0, True,
                              round(timed.warm_seconds, 3))]
         notes, artefact_of = [], dict(ready)
-        for runtime, precision in grid[1:]:
+        for runtime, precision in probe_order(grid[1:]):
             kind = registry.artefact_kind(runtime, precision)
             if kind is not None and kind not in artefact_of:
                 continue  # its conversion was weighed, and not made
@@ -456,20 +461,67 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
                     del artefact_of[kind]
                     continue
                 artefact_of[kind] = artefacts.prepare(kind, plan, calibration, module=module,
-                                                      tokenizer=tokenizer)
+                                                      tokenizer=tokenizer,
+                                                      encoder=reference_encoder)
             encoder, built = build(runtime, precision, artefact_of.get(kind))
-            run = time_batches(encoder.embed_tokens, batches, plan.dimension, floor=rate / 2,
-                               seconds=None)
-            runs[(runtime, precision)] = run
-            measured.append(Measured(runtime, precision, run.rate, len(run.vectors),
-                                     *gate(precision, run.vectors, reference),
-                                     round(built + run.warm_seconds, 3)))
+            runs[(runtime, precision)] = time_candidate(encoder, built, batches, reference,
+                                                        measured, rows)
     chosen, why = choose(measured, rows)
     kept = kept_rows(runs[chosen], texts, token_ids, plan.max_length) if from_corpus else None
+    if chosen in encoders and module is None:  # built, compiled and warmed: the job's to take
+        registry.keep_forward(encoders[chosen].plan, encoders[chosen].forward, threads)
     return Decision(*chosen, "; ".join([why, *notes]),
                     [{k: round(v, 8) if isinstance(v, float) else v
                       for k, v in dataclasses.asdict(m).items()} for m in measured],
                     cpu_info()["name"], threads), kept
+
+
+def time_candidate(encoder, built: float, batches: list, reference: np.ndarray,
+                   measured: list[Measured], rows: int | None) -> Timed:
+    """`encoder`'s candidate (built in `built` s) timed on the batches torch fp32 timed
+    (`reference`: its vectors), its `Measured` appended to `measured`. Stopped after two
+    batches when more than the timing margin under the rate that finishes the job first
+    (`finishing_rate`; a near tie is timed on every batch: OpenVINO fp32 at 584/s on two, under
+    ONNX Runtime's 590/s, then ran at 636/s against its 539/s in the job), and logged."""
+    plan, reference_rate = encoder.plan, measured[0].rate  # torch fp32's
+    floor = finishing_rate(measured, rows, built) / MARGIN
+    run = time_batches(encoder.embed_tokens, batches, plan.dimension,
+                       floor=max(reference_rate / 2, floor), scout=reference_rate / 2,
+                       seconds=None)
+    measured.append(Measured(plan.runtime, plan.precision, run.rate, len(run.vectors),
+                             *gate(plan.precision, run.vectors, reference),
+                             round(built + run.warm_seconds, 3)))
+    if len(run.vectors) < len(reference) and run.rate < floor:
+        logger.info("%s %s stopped after %d of the probe's %d rows: %.0f/s, more than the "
+                    "timing margin under the %.0f/s it needs to finish %s first", plan.runtime,
+                    plan.precision, len(run.vectors), len(reference), run.rate, floor * MARGIN,
+                    f"this job's {rows} rows" if rows is not None else "a job")
+    return run
+
+
+# The precisions in the order they are timed after torch fp32 (the registry's order of runtimes
+# within each): bf16 before fp32, int8 last. The early ones set the bar the later ones are
+# stopped under (`finishing_rate`), and a conversion is weighed at the best rate measured before
+# it: the int8 model, the costliest conversion, last, against every other rate.
+TIMED_AFTER_REFERENCE = ("bf16", "fp32", "int8")
+
+
+def probe_order(candidates: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`candidates` (runtime, precision) in the order the probe times them after torch fp32
+    (`TIMED_AFTER_REFERENCE`)."""
+    order = {precision: i for i, precision in enumerate(TIMED_AFTER_REFERENCE)}
+    return sorted(candidates, key=lambda c: order.get(c[1], len(order)))
+
+
+def finishing_rate(measured: list[Measured], rows: int | None, built: float) -> float:
+    """The rate a candidate that took `built` seconds to build must reach to finish a job of
+    `rows` rows before the best candidate measured so far (`job_seconds`, its own one-time cost
+    counted; rows unknown: that candidate's rate). Timing one that is under it after two
+    batches would cost probe time it can never pay back: `time_batches` stops it there."""
+    best = min((m for m in measured if m.passed), key=lambda m: job_seconds(m, rows))
+    if rows is None:
+        return best.rate
+    return rows / max(job_seconds(best, rows) - built, 1e-9)
 
 
 def conversion_pays(kind: str, plan: EncoderPlan, rows: int | None, measured: list[Measured],

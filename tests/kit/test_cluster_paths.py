@@ -212,3 +212,18 @@ def test_the_embedding_job_names_its_model_folder_and_no_other_kind(tiny_model_d
 
     assert folders(str(tiny_model_dir)) == (str(tiny_model_dir.resolve()),)
     assert folders("all-MiniLM-L6-v2") == ()  # packaged: found in each node's own Python
+
+
+def test_the_paths_check_of_a_job_in_its_own_process_does_not_import_ray(tmp_path):
+    """No cluster given and none connected: nothing to check, and Ray (~0.4 s) not imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from sentray.kit.cluster_paths import refuse_unshared_paths; "
+            f"refuse_unshared_paths(None, {str(tmp_path)!r}, [{str(tmp_path / 'out')!r}], "
+            "False); print('ray' in sys.modules)")
+    checked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60, env={k: v for k, v in __import__("os").environ.items()
+                                              if k != "RAY_ADDRESS"})
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.strip() == "False"

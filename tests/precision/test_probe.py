@@ -360,3 +360,66 @@ def test_a_job_on_a_cluster_measures_auto_in_a_ray_task_with_an_actors_cpus(
                                      corpus, discover_sources(corpus), kept=None, where=where)
     assert "measure_code_book ran in a Ray task on node" in caplog.text
     assert ranges.dimension == plan.dimension
+
+
+def test_candidates_are_timed_bf16_first_and_int8_last():
+    grid = [("onnxruntime", "fp32"), ("openvino", "fp32"), ("torch", "bf16"),
+            ("openvino", "bf16"), ("onnxruntime", "int8"), ("openvino", "int8")]
+    assert probe_module.probe_order(grid) == [
+        ("torch", "bf16"), ("openvino", "bf16"), ("onnxruntime", "fp32"), ("openvino", "fp32"),
+        ("onnxruntime", "int8"), ("openvino", "int8")]
+
+
+def test_a_candidate_must_reach_the_rate_that_finishes_the_job_first():
+    """torch fp32 at 100/s; OpenVINO bf16 at 200/s after 1 s of building: 10,000 rows take
+    51 s on it, so a candidate that took 1 s to build needs 10,000 / 50 = 200/s; a job of
+    unknown size: the best rate."""
+    fp32 = measured("torch", "fp32", 100.0)
+    best = Measured("openvino", "bf16", 200.0, 64, 0.01, 0.9999, True, 1.0)
+    failed = measured("openvino", "int8", 10_000.0, cosine=0.5)  # a gate failed: no bar
+    assert probe_module.finishing_rate([fp32, best, failed], 10_000, 1.0) == pytest.approx(200.0)
+    assert probe_module.finishing_rate([fp32, best, failed], None, 1.0) == 200.0
+    assert probe_module.finishing_rate([fp32], 10_000, 0.0) == pytest.approx(100.0)
+
+
+def test_a_candidate_under_the_bar_stops_after_two_batches_past_a_lower_scout():
+    """The scout (a few sentences) drops only a candidate far under torch fp32 (`scout`); one
+    that passes it but times under `floor` on two batches is stopped there."""
+    import torch
+
+    class Batch:
+        input_ids = torch.zeros((32, 4), dtype=torch.long)
+        attention_mask = torch.ones((32, 4), dtype=torch.long)
+        positions = np.arange(32)
+
+    calls = []
+
+    def forward(ids, mask):
+        calls.append(len(ids))
+        return torch.ones((len(ids), 4))
+
+    # every call 0.05 s: 80/s on the scout's 4 sentences, 640/s on a batch of 32
+    timed = time_batches(forward, [Batch()] * 8, 4, floor=1000, scout=50, seconds=None,
+                         clock=FakeClock(0.05))
+    assert calls == [4, 4] + [32] * 4 and len(timed.vectors) == 64
+    assert timed.rate == pytest.approx(640)
+    calls.clear()
+    timed = time_batches(forward, [Batch()] * 8, 4, floor=300, scout=50, seconds=None,
+                         clock=FakeClock(0.05))
+    assert calls == [4, 4] + [32] * 16  # over the bar: every batch
+
+
+def test_the_onnx_graph_made_from_the_probes_encoder_is_the_one_made_afresh(tokenizer,
+                                                                             monkeypatch,
+                                                                             tmp_path):
+    from sentray.encode.encoder import SentenceEncoder
+
+    model = make_tiny_bert(tokenizer.vocab_size, seed=9)
+    plan = plan_encoder(tiny_config(runtime="torch"), module=model, tokenizer=tokenizer)
+    reference = SentenceEncoder(plan, model=model, tokenizer=tokenizer)
+    made = []
+    for folder, encoder in (("afresh", None), ("taken", reference)):
+        monkeypatch.setenv("SENTRAY_CACHE_DIR", str(tmp_path / folder))
+        made.append(artefacts.prepare("onnx", plan, artefacts.Calibration(rows=32), module=model,
+                                      tokenizer=tokenizer, encoder=encoder))
+    assert made[0].digest == made[1].digest and made[0].key == made[1].key

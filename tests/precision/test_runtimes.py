@@ -110,3 +110,32 @@ def test_openvino_leaves_its_threads_unpinned_so_a_nodes_actors_use_every_core()
     graph = int8_products.product_graph(np.eye(8, dtype=np.float32), False, 1.0)
     compiled = openvino_runtime.infer_request(graph, "fp32", 1).get_compiled_model()
     assert compiled.get_property("ENABLE_CPU_PINNING") is False
+
+
+def test_the_forward_the_probe_kept_is_taken_once_by_the_same_plan(monkeypatch):
+    """`keep_forward`: the next `build_forward` of the same plan on the same threads takes it
+    (no second compile), once; another plan, or a model handed in, builds its own."""
+    import dataclasses
+
+    from sentray.encode.plan import model_plan
+
+    built = []
+    runtime = dataclasses.replace(registry.get("torch"), name="stand-in",
+                                  build_forward=lambda plan, model, threads: built.append(1)
+                                  or f"built {len(built)}")
+    registry.register(runtime)
+    try:
+        plan = dataclasses.replace(model_plan(EncoderConfig(device="cpu")), runtime="stand-in")
+        registry.keep_forward(plan, "kept", threads=2)
+        assert registry.build_forward(dataclasses.replace(plan, batch_size=7), threads=2) == "kept"
+        assert registry.build_forward(plan, threads=2) == "built 1"  # taken once
+        registry.keep_forward(plan, "kept", threads=2)
+        assert registry.build_forward(plan, threads=1) == "built 2"  # other threads
+        assert registry.build_forward(plan, model=object(), threads=2) == "built 3"
+        assert registry.build_forward(dataclasses.replace(plan, max_length=16),
+                                      threads=2) == "built 4"
+        registry.drop_kept()
+        assert registry.build_forward(plan, threads=2) == "built 5"
+    finally:
+        registry.unregister("stand-in")
+        registry.drop_kept()

@@ -100,8 +100,39 @@ def runs_as_itself(name: str, precision: str) -> bool:
 
 
 def build_forward(plan, model=None, threads: int | None = None):
-    """The forward pass of `plan` on its runtime (`model`: a torch module handed in)."""
+    """The forward pass of `plan` on its runtime (`model`: a torch module handed in): the one
+    kept for it in this process (`keep_forward`), taken once, else built."""
+    if model is None:
+        kept = _KEPT.pop(_forward_key(plan, threads), None)
+        if kept is not None:
+            return kept
     return get(plan.runtime).build_forward(plan, model, threads)
+
+
+# The forward the probe built for the candidate it chose (its model loaded or its graph compiled,
+# its shapes warmed), kept for the job's encoder in the same process: ~0.4 s of OpenVINO's compile
+# and first calls at the start of a job. One at most; `drop_kept` where the encoders run elsewhere.
+_KEPT: dict[tuple, object] = {}
+
+
+def _forward_key(plan, threads: int | None) -> tuple:
+    from sentray.encode.runtimes.graph_forward import default_threads
+
+    return (plan.model.fingerprint, plan.pooling, plan.head, plan.max_length, plan.device,
+            plan.ditto_impl, plan.precision, plan.runtime,
+            plan.artefact.digest if plan.artefact else None, default_threads(threads))
+
+
+def keep_forward(plan, forward, threads: int | None = None) -> None:
+    """Keep `forward` (built from `plan`, on `threads`) for the next `build_forward` of the same
+    plan in this process, in place of any kept before."""
+    _KEPT.clear()
+    _KEPT[_forward_key(plan, threads)] = forward
+
+
+def drop_kept() -> None:
+    """Let go of a kept forward (its encoders are built in other processes)."""
+    _KEPT.clear()
 
 
 def graph_runner(name: str, graph: bytes, precision: str, threads: int | None = None):
