@@ -69,6 +69,11 @@ class QueryBatches(Generic[T, R]):
     async def _drain(self) -> None:
         try:
             while self.pending:
+                # one batch in its second stage while the next runs its first, no more: where
+                # the second stage is the slower (a million rows' table search), what waits
+                # meanwhile makes the next batch, rather than batches of one queued for it
+                while len(self.finishing) > 1:
+                    await asyncio.wait(set(self.finishing), return_when=asyncio.FIRST_COMPLETED)
                 waiting = [entry for entry in self.pending if not entry[1].cancelled()]
                 size = min(len(waiting), self.max_batch_size)
                 if self.powers_of_two and size:

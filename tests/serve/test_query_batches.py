@@ -131,3 +131,29 @@ def test_a_failure_of_the_second_stage_reaches_its_batch():
                                     return_exceptions=True)
 
     assert [str(e) for e in asyncio.run(scenario())] == ["the search broke"] * 3
+
+
+def test_a_slow_second_stage_holds_the_first_so_that_batches_grow():
+    """Where the second stage (a large table's search) is the slower, one batch is in it while
+    the next runs its first stage, no more: what arrives meanwhile makes the next batch rather
+    than batches of one queued for the search."""
+    import time as clock
+    from concurrent.futures import ThreadPoolExecutor
+
+    def search(items, encoded):
+        clock.sleep(0.05)
+        return encoded
+
+    async def scenario():
+        batches = QueryBatches(lambda items: items, 16, ThreadPoolExecutor(1), then=search,
+                               then_executor=ThreadPoolExecutor(1))
+        sent = []
+        for i in range(24):  # one every 5 ms: ~10 arrive during each search
+            sent.append(asyncio.ensure_future(batches.submit(i)))
+            await asyncio.sleep(0.005)
+        answers = await asyncio.gather(*sent)
+        return answers, batches.sizes
+
+    answers, sizes = asyncio.run(scenario())
+    assert [a.result for a in answers] == list(range(24))
+    assert len(sizes) <= 8 and max(sizes) >= 4, sizes  # unbounded: 24 batches of one
