@@ -38,6 +38,8 @@ def test_scalar_quantization_is_sentence_transformers_with_the_same_ranges(float
     assert ours.min() == (-128 if dtype == "int8" else 0)  # some values fell below the range
     flat = ranges.as_array().copy()
     flat[1, 5] = flat[0, 5]  # a dimension whose range is a point: step 1, as theirs
+    # exact on any CPU: the same elementwise float32 steps as theirs (subtract, divide, floor:
+    # each correctly rounded by IEEE 754 whatever the SIMD width), no reduction
     assert np.array_equal(vectors.to_output(floats, dtype, vectors.CodeBook(flat[0], flat[1])),
                           quantize_embeddings(floats, precision=dtype, ranges=flat))
 
@@ -82,7 +84,7 @@ def test_ranges_files_round_trip_and_bad_ones_are_named(tmp_path, floats):
     path.write_text(json.dumps({"dtype": "int8", "ranges": ranges.to_json()}))
     again = vectors.CodeBook.read(path)
     assert np.array_equal(again.as_array(), ranges.as_array())
-    np.save(tmp_path / "r.npy", ranges.as_array())
+    np.save(tmp_path / "r.npy", ranges.as_array())  # saved and read back: bit for bit
     assert np.array_equal(vectors.CodeBook.read(tmp_path / "r.npy").as_array(), ranges.as_array())
     with pytest.raises(FileNotFoundError, match="does not exist"):
         vectors.CodeBook.read(tmp_path / "missing.json")
