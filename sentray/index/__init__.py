@@ -7,7 +7,8 @@ lacks (`rows_to_add`), the LanceDB table opened for a run and those rows read an
 it, in this process or through Ray Data (`table_writing`), the ANN index and its defaults
 (`ann`), the index job (`job`) and the claim that keeps it to one run at a time on a table
 (`run_claim`), and the search, as a function and as a job (`search`), over vectors held in
-memory where they fit (`resident`; from 20,000 rows a projected first pass, `projection`).
+memory where they fit (`resident`; from 20,000 rows a projected first pass, `projection`;
+from 200,000 rows its projected rows in k-means lists, `lists`).
 
 May import: sentray.kit, sentray.corpus, sentray.bulk_embedding.
 """

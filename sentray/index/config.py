@@ -91,10 +91,10 @@ class SearchConfig:
     refine_factor: int = 10
     s3_endpoint: str | None = None  # S3-compatible endpoint URL (default: $AWS_ENDPOINT_URL, else AWS)
     device: str = "auto"  # where the query encoder runs: auto, cpu, cuda
-    # memory: the vectors held in memory (from 20,000 rows a 128-d projection first, the best
-    # rows re-ranked exactly); exact: held in memory, every row compared at full dimension;
-    # table: the table's ANN index (or its exact scan); auto: memory where their float32 copy
-    # takes <= 256 MiB
+    # memory: the vectors held in memory (from 20,000 rows a 128-d projection first, from
+    # 200,000 in k-means lists, the best rows re-ranked exactly); exact: held in memory, every
+    # row compared at full dimension; table: the table's ANN index (or its exact scan); auto:
+    # memory where their float32 copy takes <= 2 GiB
     search_mode: SearchMode = "auto"
 
     def __post_init__(self) -> None:

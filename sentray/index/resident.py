@@ -13,13 +13,16 @@ the same machine, one thread): a third of a lone query's search; from memory, a 
 
 From 20,000 rows a `Projection` (projection.py) makes the first pass: the rows' first 128
 principal axes, the best few hundred rows re-ranked at full dimension (recall@10 0.996 against
-the product at 50,000 rows, a third of its time).
+the product at 50,000 rows, a third of its time). From 200,000 rows the projected rows are held
+in k-means lists and a query reads the nearest sixth (lists.py); with them the search in memory
+beat the table's index at a million rows, and the line below moved from 256 MiB to 2 GiB
+(docs/index-and-search.md).
 
 `search_mode` is the rule behind --search-mode: `memory` holds the vectors (with the projected
 first pass where it pays), `exact` holds them and compares every row at full dimension (recall
 1), `table` searches the table (its ANN index, or Lance's exact scan), `auto` is `memory` when
-their float32 copy takes at most MEMORY_SEARCH_MIB (174,762 rows of 384 dimensions), else
-`table`. Packed-bit tables stay with the table's hamming search."""
+their float32 copy takes at most MEMORY_SEARCH_MIB (1,398,101 rows of 384 dimensions),
+else `table`. Packed-bit tables stay with the table's hamming search."""
 
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from sentray.index.embedding_record import VECTOR_COLUMN
 from sentray.index.projection import Projection, projects
 
 SEARCH_MODES = typing.get_args(SearchMode)
-MEMORY_SEARCH_MIB = 256
+MEMORY_SEARCH_MIB = 2048
 QUERIES_PER_PRODUCT = 16  # the (queries, rows) score matrix of one product stays small
 
 
@@ -71,9 +74,11 @@ class ResidentVectors:
         table = dataset.to_table(columns=[VECTOR_COLUMN, *columns])
         vectors = table.column(VECTOR_COLUMN).combine_chunks()
         matrix = vectors.flatten().to_numpy(zero_copy_only=False)
+        # one float32 copy, scaled in place (a million 384-d rows: 1.5 GiB, not twice that)
         self.matrix = unit_rows(matrix.reshape(len(vectors), vectors.type.list_size)
-                               .astype(np.float32))
+                                .astype(np.float32), in_place=True)
         self.held = table.select(columns).combine_chunks()  # the hits' columns, by position
+        del table, vectors, matrix
         self.projection = (Projection(self.matrix)
                            if projected and projects(*self.matrix.shape) else None)
 
@@ -129,7 +134,11 @@ def nearest_first(scores: np.ndarray, k: int, positions: np.ndarray | None = Non
     return chosen[np.lexsort((positions[chosen], -scores[chosen]))]
 
 
-def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """Each row scaled to length 1 (a zero row stays zero)."""
+def unit_rows(matrix: np.ndarray, in_place: bool = False) -> np.ndarray:
+    """Each row scaled to length 1 (a zero row stays zero); `in_place`: `matrix` itself."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms > 0, norms, 1)
+    norms[norms == 0] = 1
+    if in_place:
+        matrix /= norms
+        return matrix
+    return matrix / norms

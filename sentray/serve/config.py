@@ -67,10 +67,10 @@ class ServeConfig:
     max_k: int = 100  # the largest k a request may ask for
     max_queries: int = 64  # the most queries one request may carry
     max_body_bytes: int = 65_536  # a larger request body gets a 400
-    # memory: each replica holds the vectors (from 20,000 rows a 128-d projection first, the
-    # best rows re-ranked exactly); exact: held, every row compared at full dimension; table:
-    # the table's ANN index (or its exact scan); auto: memory where their float32 copy takes
-    # <= 256 MiB
+    # memory: each replica holds the vectors (from 20,000 rows a 128-d projection first, from
+    # 200,000 in k-means lists, the best rows re-ranked exactly); exact: held, every row
+    # compared at full dimension; table: the table's ANN index (or its exact scan); auto:
+    # memory where their float32 copy takes <= 2 GiB
     search_mode: SearchMode = "auto"
     # IVF partitions searched per query (default: the index's, as `sentray search`)
     nprobes: int | None = None

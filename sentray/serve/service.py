@@ -308,7 +308,10 @@ def resident_search(resident) -> str:
     projection = resident.projection
     if projection is None:
         return "exact, the vectors held in memory"
-    return (f"in memory: a {projection.axes.shape[1]}-d projection first, the best rows "
+    lists = projection.lists
+    where = ("" if lists is None else
+             f" in {len(lists.centres)} k-means lists, the nearest {lists.probes} read")
+    return (f"in memory: a {projection.axes.shape[1]}-d projection first{where}, the best rows "
             f"re-ranked exactly (recall@10 {projection.recall:.3f} on the table's own rows)")
 
 
