@@ -38,48 +38,55 @@ def list_count(rows: int) -> int:
 
 
 class Lists:
-    """The rows of `rows` (N, d) grouped by nearest k-means centre.
+    """The rows of `rows` (N, d) grouped by nearest k-means centre (lists left empty dropped).
 
     shortlist(queries (Q, d), count) -> per query, the positions (into `rows`) of its `count`
-    best rows by the product, among the rows of its `probes` nearest lists (all of them where
-    those lists hold fewer; unordered). `probes` defaults to PROBED_SHARE of the lists."""
+    best rows by the product (unordered), among the rows of its `probes` nearest lists, and of
+    the next nearest while those hold fewer than `count` rows (duplicated or lopsided rows
+    still give a query its k hits). `probes` defaults to PROBED_SHARE of the lists."""
 
     def __init__(self, rows: np.ndarray, lists: int | None = None,
                  probes: int | None = None) -> None:
-        lists = min(len(rows), lists or list_count(len(rows)))
-        self.centres = fit_centres(rows, lists)
-        assigned = nearest_centre(rows, self.centres)
+        centres = fit_centres(rows, min(len(rows), lists or list_count(len(rows))))
+        assigned = nearest_centre(rows, centres)
+        filled, assigned = np.unique(assigned, return_inverse=True)
+        self.centres = centres[filled]
         self.order = np.argsort(assigned, kind="stable")  # list by list, row order within
         self.rows = np.ascontiguousarray(rows[self.order])
-        self.bounds = np.searchsorted(assigned[self.order], np.arange(lists + 1))
+        self.sizes = np.bincount(assigned, minlength=len(filled))
+        self.bounds = np.concatenate([[0], np.cumsum(self.sizes)])
         self._spans = list(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist(), strict=True))
         self._places = np.arange(len(rows))
-        self.probes = min(lists, probes or max(1, round(lists * PROBED_SHARE)))
+        self.probes = min(len(filled), probes or max(1, round(len(filled) * PROBED_SHARE)))
+
+    def probed(self, queries: np.ndarray, count: int) -> list[np.ndarray]:
+        """Per query, the lists it reads, nearest first."""
+        nearest = np.argsort(-centre_scores(queries, self.centres), axis=1, kind="stable")
+        held = np.cumsum(self.sizes[nearest], axis=1)
+        enough = (held >= count).argmax(axis=1) + 1  # the fewest nearest lists holding count
+        enough[held[:, -1] < count] = len(self.centres)
+        return [row[:reach] for row, reach in zip(nearest, np.maximum(enough, self.probes),
+                                                  strict=True)]
 
     def shortlist(self, queries: np.ndarray, count: int) -> list[np.ndarray]:
-        probed = np.argpartition(-centre_scores(queries, self.centres), self.probes - 1,
-                                 axis=1)[:, :self.probes]
+        probed = self.probed(queries, count)
         # list by list, one product with every query that reads it: a batch reads each list
         # once, not once a query
-        readers = np.repeat(np.arange(len(queries)), self.probes)
-        by_list = np.argsort(probed.ravel(), kind="stable")
-        read, starts = np.unique(probed.ravel()[by_list], return_index=True)
+        readers = np.repeat(np.arange(len(queries)), [len(p) for p in probed])
+        flat = np.concatenate(probed)
+        by_list = np.argsort(flat, kind="stable")
+        read, starts = np.unique(flat[by_list], return_index=True)
         scores: list[list[np.ndarray]] = [[] for _ in queries]
         places: list[list[np.ndarray]] = [[] for _ in queries]
         for centre, group in zip(read.tolist(), np.split(readers[by_list], starts[1:]),
                                  strict=True):
             a, b = self._spans[centre]
-            if a == b:
-                continue
             block = self.rows[a:b] @ queries[group].T  # (rows of the list, its readers)
             for column, query in enumerate(group.tolist()):
                 scores[query].append(block[:, column])
                 places[query].append(self._places[a:b])
         found = []
         for own_scores, own_places in zip(scores, places, strict=True):
-            if not own_scores:  # every list it reads is empty
-                found.append(np.zeros(0, np.int64))
-                continue
             joined, at = np.concatenate(own_scores), np.concatenate(own_places)
             if count < len(joined):
                 at = at[np.argpartition(-joined, count - 1)[:count]]
@@ -100,11 +107,15 @@ def nearest_centre(rows: np.ndarray, centres: np.ndarray) -> np.ndarray:
 
 
 def fit_centres(rows: np.ndarray, lists: int) -> np.ndarray:
-    """Lloyd's k-means on up to FIT_ROWS rows spread over `rows` (fixed seed); a list left
-    empty in a round keeps its centre."""
+    """Lloyd's k-means on up to FIT_ROWS rows spread over `rows`, started from distinct rows
+    picked with a fixed seed (fewer lists where fewer rows differ); a list left empty in a
+    round keeps its centre."""
     generator = np.random.default_rng(0)
     sample = rows[::max(1, len(rows) // FIT_ROWS)]
-    centres = sample[generator.choice(len(sample), lists, replace=False)].astype(np.float32)
+    _, distinct = np.unique(sample, axis=0, return_index=True)
+    picked = generator.choice(np.sort(distinct), min(lists, len(distinct)), replace=False)
+    centres = sample[picked].astype(np.float32)
+    lists = len(centres)
     for _ in range(KMEANS_ROUNDS):
         assigned = nearest_centre(sample, centres)
         order = np.argsort(assigned, kind="stable")

@@ -82,3 +82,21 @@ def test_the_listed_projected_search_finds_the_naive_neighbours(tmp_path, monkey
     # are kinder (0.97 at a million Brown rows)
     assert found / (len(queries) * 10) >= 0.5
     assert 0.9 <= held.projection.recall <= 1.0
+
+
+def test_duplicated_rows_still_give_every_query_its_rows():
+    # 3,000 copies of one row and 30 others: one list holds nearly all of them, the lists the
+    # same copies would have started from are one, and a query near the copies reads past its
+    # probes until it has `count` rows
+    rng = np.random.default_rng(4)
+    rows = np.concatenate([np.tile(rng.standard_normal((1, 16)), (3_000, 1)),
+                           rng.standard_normal((30, 16))]).astype(np.float32)
+    built = Lists(rows, lists=40, probes=1)
+    assert len(built.centres) <= 31 and built.sizes.min() >= 1
+    queries = np.concatenate([rows[:1], rows[-3:]])
+    for found in built.shortlist(queries, 50):
+        assert len(found) == 50 and len(set(found.tolist())) == 50
+    same = np.ones((500, 8), np.float32)  # every row the same: one list, every query its rows
+    only = Lists(same, lists=20)
+    assert len(only.centres) == 1
+    assert [len(f) for f in only.shortlist(same[:2], 10)] == [10, 10]
