@@ -3,17 +3,19 @@ in memory), so a query's first pass reads the lists nearest it, not every row.
 
 Why: the projected first pass (projection.py) reads every projected row for each query: at
 1,000,000 rows of 128 dimensions that is 512 MB, 15 ms for a lone query on this project's AMD
-EPYC (2 CPUs), slower than the table's own ANN search. Split into about sqrt(rows) lists, a query
-reads its PROBED_SHARE nearest: measured for issue 67 on 1,000,000 Brown rows (MiniLM mean
-pooling, 480 held-out queries; bench/bench_search_modes.py, record
-bench/results/search-lists-1m-amd.json), recall@10 against the exact product and a lone query's
-search are in that record and docs/index-and-search.md.
+EPYC (2 CPUs, by hand), near the table's own ANN search. Split into about sqrt(rows) lists, a
+query reads its PROBED_SHARE nearest. Measured for issue 67 on 1,000,000 Brown rows (MiniLM mean
+pooling, 480 held-out queries, one BLAS thread; bench/bench_search_modes.py, record
+bench/results/search-lists-1m-amd.json): recall@10 against the exact product 0.9713 (the
+table's index at its defaults: 0.9748), a lone query 6.3 ms (17.4), batches of 16 3.24 ms of
+CPU a query (14.9); docs/index-and-search.md.
 
-Where it applies: from LISTS_FROM_ROWS rows (below, reading every projected row costs a few
-milliseconds or less, and its recall is the higher). The lists are fitted on FIT_ROWS rows spread
-over the table (KMEANS_ROUNDS rounds of Lloyd's k-means from rows picked with a fixed seed: the
-same table gives the same lists), then every row is put in its nearest list. A query is compared
-to the lists' centres by the same distance, and reads the rows of its `probes` nearest lists."""
+Where it applies: from LISTS_FROM_ROWS rows (below, reading every projected row costs ~3 ms
+or less by the 1,000,000-row figure, and its recall is the higher). The lists are fitted on
+FIT_ROWS rows spread over the table (KMEANS_ROUNDS rounds of Lloyd's k-means from distinct rows
+picked with a fixed seed: the same table gives the same lists), then every row is put in its
+nearest list. A query is compared to the lists' centres by the same distance, and reads the
+rows of its `probes` nearest lists (more while they hold fewer rows than it needs)."""
 
 from __future__ import annotations
 
