@@ -81,3 +81,20 @@ def test_the_rule_behind_search_mode():
             search_mode(held, rows=10, dimension=8, binary=True)
     with pytest.raises(ValueError, match="auto, memory, exact, table"):
         search_mode("ram", rows=10, dimension=8, binary=False)
+
+
+def test_rows_are_scaled_a_chunk_at_a_time_as_all_at_once(monkeypatch):
+    from sentray.index import resident
+
+    monkeypatch.setattr(resident, "UNIT_CHUNK_ROWS", 7)  # 50 rows: chunks of 7, the last of 1
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((50, 24)).astype(np.float32)
+    matrix[10] = 0  # a zero row stays zero
+    naive = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-30)
+    copied = resident.unit_rows(matrix)
+    scaled = resident.unit_rows(matrix.copy(), in_place=True)
+    # each row's norm is the same reduction over the same row whichever chunk holds it; the
+    # reference divides in another expression: float32 steps apart at most
+    np.testing.assert_allclose(copied, naive, rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(scaled, copied)
+    assert not copied[10].any() and copied is not matrix
