@@ -12,8 +12,9 @@ recall@10 against the exact product 0.996 at 128 dimensions and 400 candidates; 
 same 50,000 rows held in memory (k-means lists, the best few searched), tried by hand, found
 fewer of the true neighbours in the same time: Brown's sentences are not clustered, and the
 projection keeps what the rows vary in. At a million rows reading every projected row costs
-more than the table's index (15 ms a lone query), so from LISTS_FROM_ROWS rows the projected
-rows are split into k-means lists and a query reads the nearest sixth (lists.py).
+about what the table's index does (15 ms a lone query against its 17-21 ms, the same machine),
+so from LISTS_FROM_ROWS rows the projected rows are split into k-means lists and a query reads
+the nearest sixth (lists.py).
 
 Where it pays: from PROJECT_FROM_ROWS rows (below, the exact product is a fraction of a
 millisecond) and for vectors wider than the projection. The candidates grow with k (at least

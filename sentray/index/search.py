@@ -47,8 +47,9 @@ class VectorIndex:
 
     mode: "auto" (the vectors held in memory where their float32 copy fits in
     resident.MEMORY_SEARCH_MIB), "memory" (held; from 20,000 rows a projected first pass, from
-    200,000 in k-means lists, the best rows re-ranked exactly: projection.py, lists.py), "exact" (held, every row compared at full
-    dimension) or "table" (the table's own search); `index.mode` says which it is.
+    200,000 in k-means lists, the best rows re-ranked exactly: projection.py, lists.py),
+    "exact" (held, every row compared at full dimension) or "table" (the table's own search);
+    `index.mode` says which it is.
     query_precision: "exact" (the rows' own plan), "bf16" or
     "auto" (`sentray.bulk_embedding.query_precision`); `index.query_precision` says which.
     """
