@@ -24,6 +24,9 @@ LONGER_ALLOWED: dict[str, str] = {
                             "in four measures that share its corpora, runs and record",
     "sentray.precision.probe": "one concept: the candidates timed, the choice, and the decision "
                                "kept per kind of machine and told of the job that reads it",
+    "sentray.precision.probe.measure_grid": "one pass over the grid, in order: the reference "
+                                            "built and handed to the job, each candidate's "
+                                            "conversion weighed, made and timed, the choice",
 }
 
 

@@ -22,6 +22,7 @@ model, pooling, dimension, normalization and dtype (`sentray.vectors`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ import pyarrow.parquet as pq
 from sentray.bulk_embedding import vectors
 from sentray.bulk_embedding.actor import STATUSES, EmbedBatch, EmbedSpec, EncodeTokens, Forward
 from sentray.bulk_embedding.config import EmbedConfig, VectorConfig
+from sentray.bulk_embedding.early_rows import EarlyRows
 from sentray.bulk_embedding.output import EmbeddingOutput, embed_settings, output_schema
 from sentray.bulk_embedding.storing import StoreVectors
 from sentray.bulk_embedding.tokenizing import TokenizeRows
@@ -274,7 +276,11 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     rows = sum(estimate_rows(s) for s in sources)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
-    plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept,
+    early = (EarlyRows(config, output, sources, read_as, functools.partial(stored_vector,
+                                                                           config.vector))
+             if stand_in is None and EarlyRows.applies(config, where.cpus is None,
+                                                       kept is not None) else None)
+    plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept, on_reference=early,
                         corpus=lambda rows: first_texts(sources, config.corpus, rows))
     config = as_planned(config, plan)
     rows_per_file = config.rows_per_file
@@ -292,6 +298,8 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     metadata = output.file_metadata(settings, ranges)  # what every output file's rows are
     if first_rows is not None:
         first_rows = first_rows.replace_schema_metadata(metadata)
+    elif early is not None and early.rows is not None:  # on disk already: as the run's now
+        first_rows, started = early.as_run(plan, settings, metadata), early.started
     beside = output.files_beside_rows(  # int8: the very model the rows (and queries) are made by
         config.vector.output_dtype, ranges, plan.artefact if plan.precision == "int8" else None)
     return corpus_job.run_corpus_job(EmbedJob(
@@ -300,5 +308,6 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
         sources=sources, rows_per_file=rows_per_file or None, ranges=ranges, metadata=metadata,
         in_process=where.cpus is None, first_rows=first_rows,
         started=started if first_rows is not None else None,
+        first_part_at=early.written_at if early is not None else None,
         model_folders=(plan.model.location,) if plan.model.origin == "folder" else (),
         stand_in=stand_in))

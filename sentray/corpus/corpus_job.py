@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
@@ -29,6 +29,7 @@ from sentray.corpus.row_progress import RowProgress
 from sentray.corpus.source_runs import Pending, pending_sources, source_runs
 from sentray.corpus.sources import CorpusConfig, Source
 from sentray.kit import cluster_paths, config_files, storage
+from sentray.kit.settings_record import write_settings
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,9 @@ class CorpusJob(abc.ABC):
     # time.perf_counter() when this run's rows began, if before the driver (the embedding job:
     # before it made its `first_rows`)
     started: float | None = None
+    # time.time() when the job wrote `first_rows` once already, before the driver
+    # (`write_early_rows`): the run's first part, which the driver writes again as its own
+    first_part_at: float | None = None
     # whether the rows go through this process, decided by the job where its actors' plan
     # depends on it (the embedding job's encoders); None: by the rows to do
     # (`execution.in_process_chosen`)
@@ -102,6 +106,29 @@ class CorpusJob(abc.ABC):
         """The job's own figures of a run of `rows` rows in `seconds` (embed: tokens/s, cost),
         added to the run's record; by default none."""
         return {}
+
+
+def write_early_rows(name: str, folders: Sequence[str], settings: dict, corpus: CorpusConfig,
+                     route: Callable[[list[storage.Location]], part_files.Route],
+                     rows: pa.Table, *, replacing: bool = False) -> float:
+    """`rows` a job made before it could say all of what its driver needs (the embedding job's
+    first rows, while its probe measures), written now as the first parts of output `folders`
+    that hold no rows yet, under a claim of their own with `settings` (the rows' own), refused
+    like any run where the folders hold rows of other settings. `replacing`: the same rows
+    made again with other settings (the run's, once decided), written over them with the
+    settings record. The job then hands them to its driver as its `first_rows` (written
+    again, whole, with the run's metadata, and counted as the run's rows). Returns when they
+    were written (time.time())."""
+    locations = [storage.locate(folder, corpus.s3_endpoint) for folder in folders]
+    if not replacing:
+        output_records.check_settings(locations, settings)
+    with output_records.RunClaim(locations[0], settings):
+        if replacing:
+            write_settings(locations[0], settings, name)
+        else:
+            output_records.prepare(locations, settings, name, False, {})
+        part_files.write_block(route(locations), rows)
+    return time.time()
 
 
 def run_corpus_job(job: CorpusJob) -> dict:
@@ -199,6 +226,8 @@ def _run_rows(job: CorpusJob, folders: list[storage.Location], sources: list[Sou
                 run_rows = execution.run_in_process if local else execution.run_actor_pool
                 timings.update(run_rows(todo, job.config.corpus, job.actor(), job.route(folders),
                                         job.config.pool))
+            if job.first_part_at is not None:  # the run's first part came before the driver
+                timings["first_part_at"] = job.first_part_at
             timings["since_launch"] = actor_pool.since_launch(
                 ray_ready, timings["first_part_at"], timings.pop("actors"))
         if compacting and (others := claim.others_running()):

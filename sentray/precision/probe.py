@@ -278,15 +278,17 @@ def log_decision(decision: Decision) -> None:
 
 def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int | None,
            threads: int | None = None, exact: bool = False, module=None,
-           tokenizer=None, measure: bool = True,
-           corpus: Sequence[str] | None = None) -> EncoderPlan:
+           tokenizer=None, measure: bool = True, corpus: Sequence[str] | None = None,
+           on_reference: Callable | None = None) -> EncoderPlan:
     """`plan` (torch fp32, on a CPU) on the runtime and precision measured fastest for a job of
     `rows` rows (None: unknown) on `threads` torch threads (default: this process's), with
     the artefact it runs; `exact`: the fp32 candidates only. The decision is cached per kind of
     machine. `module`/`tokenizer`: a model handed in (tests), probed as it is. `measure=False`
     (a job too small to pay for measuring): a decision cached on this kind of machine, else
     torch fp32. `corpus`: the job's first rows, which the probe encodes (`probe_sentences`);
-    the chosen candidate's vectors of them ride on the plan (`probed`)."""
+    the chosen candidate's vectors of them ride on the plan (`probed`). `on_reference`: called
+    with torch fp32's encoder, once it is built and before anything is timed, when the probe
+    measures (the embedding job writes its first rows with it meanwhile)."""
     threads = threads or default_threads()
     # what could run here, known without importing a runtime: the key; whether each runs as
     # itself (which imports it: OpenVINO's capabilities) only asked when measuring, so that a
@@ -320,7 +322,7 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
             decision, probed = measure_grid(
                 plan, calibration, rows, threads,
                 tuple(c for c in grid if registry.runs_as_itself(*c)), ready, module,
-                tokenizer, corpus)
+                tokenizer, corpus, on_reference or (lambda encoder: None))
         finally:
             torch.set_num_threads(previous)
         log_payback(decision, rows, time.perf_counter() - started)
@@ -416,11 +418,13 @@ def probe_sentences(corpus: Sequence[str] | None) -> tuple[list[str], bool]:
 
 def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
                  threads: int, grid: tuple, ready: dict, module, tokenizer,
-                 corpus: Sequence[str] | None = None) -> tuple[Decision, ProbedRows | None]:
+                 corpus: Sequence[str] | None = None,
+                 on_reference: Callable = lambda encoder: None
+                 ) -> tuple[Decision, ProbedRows | None]:
     """Every candidate of `grid` timed at steady state on the probe sentences (`corpus`'s
     first rows, else the bundled sample's), the conversions each needs made where the job pays
     them back; the decision by `choose`, and the winner's vectors of the corpus rows it encoded
-    (kept by the job's encoders, not encoded again)."""
+    (kept by the job's encoders, not encoded again). `on_reference`: `decide`'s."""
     import torch
 
     from sentray.encode.encoder import SentenceEncoder
@@ -437,6 +441,7 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
 
     texts, from_corpus = probe_sentences(corpus)
     reference_encoder = SentenceEncoder(plan, model=module, tokenizer=tokenizer)
+    on_reference(reference_encoder)  # before any timing: its work is not the candidates'
     token_ids = reference_encoder.tokenize(texts)
     batches = spread(list(reference_encoder.length_sorted_batches(token_ids)))
     with torch.inference_mode():

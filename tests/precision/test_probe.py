@@ -204,8 +204,15 @@ def test_fp32_runs_on_the_fastest_exact_runtime_measured(tokenizer, monkeypatch,
     fresh = plan_encoder(tiny_config(), rows=SMALL_JOB - 1, module=model, tokenizer=tokenizer)
     assert (fresh.runtime, fresh.precision) == ("torch", "fp32") and not fresh.measured
     assert "costs less than measuring" in fresh.why
+    # the hook (the job's early rows) gets torch fp32's encoder once, before anything is timed
+    references, timed = [], []
+    measure = probe_module.time_batches
+    monkeypatch.setattr(probe_module, "time_batches",
+                        lambda *a, **k: timed.append(1) or measure(*a, **k))
     with caplog.at_level(logging.INFO, logger="sentray.precision.probe"):
-        plan = plan_encoder(tiny_config(), rows=100_000, module=model, tokenizer=tokenizer)
+        plan = plan_encoder(tiny_config(), rows=100_000, module=model, tokenizer=tokenizer,
+                            on_reference=lambda e: references.append((e.plan, len(timed))))
+    assert [(p.runtime, p.precision, n) for p, n in references] == [("torch", "fp32", 0)]
     assert (plan.runtime, plan.precision, plan.artefact.kind) == ("openvino", "fp32", "onnx")
     assert {(m["runtime"], m["precision"]) for m in plan.measured} == {
         ("torch", "fp32"), ("onnxruntime", "fp32"), ("openvino", "fp32")}  # the exact ones
@@ -213,8 +220,10 @@ def test_fp32_runs_on_the_fastest_exact_runtime_measured(tokenizer, monkeypatch,
     assert "torch fp32 100/s" in caplog.text
     # a small job and one of unknown size take the decision cached here, unmeasured
     monkeypatch.setattr(probe_module, "measure_grid", lambda *a, **k: pytest.fail("measured again"))
-    small = plan_encoder(tiny_config(), rows=SMALL_JOB - 1, module=model, tokenizer=tokenizer)
+    small = plan_encoder(tiny_config(), rows=SMALL_JOB - 1, module=model, tokenizer=tokenizer,
+                         on_reference=references.append)
     assert small.runtime == "openvino" and "decided earlier" in small.why
+    assert len(references) == 1  # nothing measured: no reference to hand out
     unknown = plan_encoder(tiny_config(), module=model, tokenizer=tokenizer)
     assert unknown.runtime == "openvino" and "decided earlier" in unknown.why
     asked = plan_encoder(tiny_config(runtime="torch"), rows=100_000, module=model,
