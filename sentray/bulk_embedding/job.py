@@ -276,11 +276,15 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     rows = sum(estimate_rows(s) for s in sources)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
-    early = (EarlyRows(config, output, sources, read_as, functools.partial(stored_vector,
-                                                                           config.vector))
-             if stand_in is None and EarlyRows.applies(config, where.cpus is None,
-                                                       kept is not None) else None)
-    plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept, on_reference=early,
+    # its first rows written while the probe measures (`early_rows`): a job run here, into an
+    # output without rows (and no --overwrite, which deletes first), whose precision the probe
+    # decides, stored as floats or bits (int8/uint8 codes need their code book first)
+    early = (EarlyRows(config, output, sources, read_as,
+                       functools.partial(stored_vector, config.vector))
+             if where.cpus is None and kept is None and not config.overwrite
+             and stand_in is None and config.encoder.precision in ("fp32", "auto")
+             and config.vector.output_dtype not in vectors.SCALAR else None)
+    plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept, watcher=early,
                         corpus=lambda rows: first_texts(sources, config.corpus, rows))
     config = as_planned(config, plan)
     rows_per_file = config.rows_per_file
@@ -298,8 +302,8 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     metadata = output.file_metadata(settings, ranges)  # what every output file's rows are
     if first_rows is not None:
         first_rows = first_rows.replace_schema_metadata(metadata)
-    elif early is not None and early.rows is not None:  # on disk already: as the run's now
-        first_rows, started = early.as_run(plan, settings, metadata), early.started
+    elif early is not None and early.rows is not None:  # on disk already, the plan's
+        first_rows, started = early.rows.replace_schema_metadata(metadata), early.started
     beside = output.files_beside_rows(  # int8: the very model the rows (and queries) are made by
         config.vector.output_dtype, ranges, plan.artefact if plan.precision == "int8" else None)
     return corpus_job.run_corpus_job(EmbedJob(

@@ -27,12 +27,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sentray.encode.config import EncoderConfig
 from sentray.encode.plan import Artefact, EncoderPlan, model_plan
 from sentray.encode.runtimes import registry
 from sentray.kit.cpu import BF16_CPU_FLAGS, cpu_bf16_native, cpu_info
 from sentray.precision import artefacts
+
+if TYPE_CHECKING:
+    from sentray.precision.probe import ProbeWatcher
 
 logger = logging.getLogger(__name__)
 
@@ -101,13 +105,13 @@ class Kept:
 def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where = HERE,
                  kept: Kept | None = None, default_pooling: str = "last_avg", module=None,
                  tokenizer=None, corpus: Callable[[int], Sequence[str]] | None = None,
-                 on_reference: Callable | None = None) -> EncoderPlan:
+                 watcher: ProbeWatcher | None = None) -> EncoderPlan:
     """The plan of `config`'s encoder for a job of `rows` rows (None: unknown) whose encoders
     run `where`; `kept`: what the output's rows were made with; `module`/`tokenizer`: a model
     handed in (tests, the trainer), planned and probed as it is; `corpus(n)`: the texts of
-    the job's first n rows, read only when the probe measures (it encodes them);
-    `on_reference(encoder)`: called with the probe's torch fp32 encoder before it times
-    anything, when it measures in this process (`probe.decide`)."""
+    the job's first n rows, read only when the probe measures (it encodes them); `watcher`:
+    told of the probe's torch fp32 encoder before it times anything and of the plan it decided,
+    when it measures in this process (`probe.ProbeWatcher`)."""
     device = decide_device(config.device, where)
     plan = dataclasses.replace(model_plan(config, default_pooling=default_pooling,
                                           module=module), device=device)
@@ -125,7 +129,7 @@ def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where
         why = "auto: fp16 on a GPU (every CUDA GPU runs it fast)"
     elif runtime == "auto" and precision in ("auto", "fp32") and not device.startswith("cuda"):
         return measured(plan, calibration, rows, where, precision == "fp32", module, tokenizer,
-                        corpus, on_reference)
+                        corpus, watcher)
     if runtime == "auto":
         runtime = registry.default_runtime(precision)
     check_precision(precision, device)
@@ -177,7 +181,7 @@ def check_precision(precision: str, device: str, flags: frozenset[str] | None = 
 def measured(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
              where: Where, exact: bool, module, tokenizer,
              corpus: Callable[[int], Sequence[str]] | None = None,
-             on_reference: Callable | None = None) -> EncoderPlan:
+             watcher: ProbeWatcher | None = None) -> EncoderPlan:
     """`auto` on a CPU, or fp32's runtime (`exact`): decided by the probe where the encoders
     run (`Where.run`: a Ray task on a node of the cluster, with an actor's CPUs, when they run
     there), on their threads. A job too small to pay for the measurement (`SMALL_JOB` rows) is
@@ -190,11 +194,13 @@ def measured(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | 
                             f"(under {SMALL_JOB}) costs less than measuring: torch fp32")
     from sentray.precision import probe
 
+    watcher = None if where.on_cluster() else watcher  # in this process only
     decided = where.run(probe.decide, plan, calibration, rows=rows, threads=where.threads,
                         exact=exact, module=module, tokenizer=tokenizer, measure=not small,
                         corpus=None if small or corpus is None
-                        else list(corpus(probe.PROBE_SAMPLE_ROWS)),
-                        on_reference=None if where.on_cluster() else on_reference)
+                        else list(corpus(probe.PROBE_SAMPLE_ROWS)), watcher=watcher)
+    if watcher is not None:
+        watcher.decided(decided)
     if where.cpus is not None:  # its encoders are Ray actors: none of them is built here
         registry.drop_kept()
     return decided

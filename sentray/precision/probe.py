@@ -54,6 +54,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Protocol
 
 import numpy as np
 
@@ -75,6 +76,17 @@ MIN_CORPUS_ROWS = 64  # a corpus of fewer rows is probed on the bundled sample
 PAYBACK = 4.0  # a conversion for a job of >= PAYBACK x its estimated cost
 EXPORT_FACTOR = 2.0  # the ONNX export ~ 2 x the probe sentences' fp32 time
 PREPARE_FACTOR = 12.0  # the int8 model ~ 12 x its calibration rows' fp32 time
+
+
+class ProbeWatcher(Protocol):
+    """What a job that runs its encoders in the probe's process may do beside the probe (the
+    embedding job: its first rows, `sentray.bulk_embedding.early_rows`)."""
+
+    def reference(self, encoder) -> None:
+        """torch fp32's encoder (`SentenceEncoder`), built, before the probe times anything."""
+
+    def decided(self, plan: EncoderPlan) -> None:
+        """The plan the probe decided (`plan_encoder` tells it, in this process)."""
 
 
 @dataclass
@@ -279,16 +291,16 @@ def log_decision(decision: Decision) -> None:
 def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int | None,
            threads: int | None = None, exact: bool = False, module=None,
            tokenizer=None, measure: bool = True, corpus: Sequence[str] | None = None,
-           on_reference: Callable | None = None) -> EncoderPlan:
+           watcher: ProbeWatcher | None = None) -> EncoderPlan:
     """`plan` (torch fp32, on a CPU) on the runtime and precision measured fastest for a job of
     `rows` rows (None: unknown) on `threads` torch threads (default: this process's), with
     the artefact it runs; `exact`: the fp32 candidates only. The decision is cached per kind of
     machine. `module`/`tokenizer`: a model handed in (tests), probed as it is. `measure=False`
     (a job too small to pay for measuring): a decision cached on this kind of machine, else
     torch fp32. `corpus`: the job's first rows, which the probe encodes (`probe_sentences`);
-    the chosen candidate's vectors of them ride on the plan (`probed`). `on_reference`: called
-    with torch fp32's encoder, once it is built and before anything is timed, when the probe
-    measures (the embedding job writes its first rows with it meanwhile)."""
+    the chosen candidate's vectors of them ride on the plan (`probed`). `watcher`: told of
+    torch fp32's encoder once it is built, before anything is timed, when the probe measures
+    (`ProbeWatcher`)."""
     threads = threads or default_threads()
     # what could run here, known without importing a runtime: the key; whether each runs as
     # itself (which imports it: OpenVINO's capabilities) only asked when measuring, so that a
@@ -322,7 +334,7 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
             decision, probed = measure_grid(
                 plan, calibration, rows, threads,
                 tuple(c for c in grid if registry.runs_as_itself(*c)), ready, module,
-                tokenizer, corpus, on_reference or (lambda encoder: None))
+                tokenizer, corpus, watcher)
         finally:
             torch.set_num_threads(previous)
         log_payback(decision, rows, time.perf_counter() - started)
@@ -418,13 +430,12 @@ def probe_sentences(corpus: Sequence[str] | None) -> tuple[list[str], bool]:
 
 def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: int | None,
                  threads: int, grid: tuple, ready: dict, module, tokenizer,
-                 corpus: Sequence[str] | None = None,
-                 on_reference: Callable = lambda encoder: None
+                 corpus: Sequence[str] | None = None, watcher: ProbeWatcher | None = None
                  ) -> tuple[Decision, ProbedRows | None]:
     """Every candidate of `grid` timed at steady state on the probe sentences (`corpus`'s
     first rows, else the bundled sample's), the conversions each needs made where the job pays
     them back; the decision by `choose`, and the winner's vectors of the corpus rows it encoded
-    (kept by the job's encoders, not encoded again). `on_reference`: `decide`'s."""
+    (kept by the job's encoders, not encoded again). `watcher`: `decide`'s."""
     import torch
 
     from sentray.encode.encoder import SentenceEncoder
@@ -441,7 +452,8 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
 
     texts, from_corpus = probe_sentences(corpus)
     reference_encoder = SentenceEncoder(plan, model=module, tokenizer=tokenizer)
-    on_reference(reference_encoder)  # before any timing: its work is not the candidates'
+    if watcher is not None:  # before any timing: its work is not the candidates'
+        watcher.reference(reference_encoder)
     token_ids = reference_encoder.tokenize(texts)
     batches = spread(list(reference_encoder.length_sorted_batches(token_ids)))
     with torch.inference_mode():

@@ -197,6 +197,20 @@ RATES = {("torch", "fp32"): 100.0, ("onnxruntime", "fp32"): 120.0, ("openvino", 
          ("onnxruntime", "int8"): 180.0, ("openvino", "int8"): 250.0}
 
 
+class Watcher:
+    """A `probe.ProbeWatcher` that notes what it is told (and how many timings came before)."""
+
+    def __init__(self, timed: list) -> None:
+        self.timed, self.told = timed, []
+
+    def reference(self, encoder) -> None:
+        self.told.append(("reference", encoder.plan.runtime, encoder.plan.precision,
+                          len(self.timed)))
+
+    def decided(self, plan) -> None:
+        self.told.append(("decided", plan.runtime, plan.precision))
+
+
 def test_fp32_runs_on_the_fastest_exact_runtime_measured(tokenizer, monkeypatch, caplog):
     model = make_tiny_bert(tokenizer.vocab_size, seed=3)
     fake_timings(monkeypatch, RATES)
@@ -204,15 +218,17 @@ def test_fp32_runs_on_the_fastest_exact_runtime_measured(tokenizer, monkeypatch,
     fresh = plan_encoder(tiny_config(), rows=SMALL_JOB - 1, module=model, tokenizer=tokenizer)
     assert (fresh.runtime, fresh.precision) == ("torch", "fp32") and not fresh.measured
     assert "costs less than measuring" in fresh.why
-    # the hook (the job's early rows) gets torch fp32's encoder once, before anything is timed
-    references, timed = [], []
+    # the watcher (the job's early rows) is told of torch fp32's encoder once, before anything
+    # is timed, and of the plan decided
+    timed = []
     measure = probe_module.time_batches
     monkeypatch.setattr(probe_module, "time_batches",
                         lambda *a, **k: timed.append(1) or measure(*a, **k))
+    watcher = Watcher(timed)
     with caplog.at_level(logging.INFO, logger="sentray.precision.probe"):
         plan = plan_encoder(tiny_config(), rows=100_000, module=model, tokenizer=tokenizer,
-                            on_reference=lambda e: references.append((e.plan, len(timed))))
-    assert [(p.runtime, p.precision, n) for p, n in references] == [("torch", "fp32", 0)]
+                            watcher=watcher)
+    assert watcher.told == [("reference", "torch", "fp32", 0), ("decided", "openvino", "fp32")]
     assert (plan.runtime, plan.precision, plan.artefact.kind) == ("openvino", "fp32", "onnx")
     assert {(m["runtime"], m["precision"]) for m in plan.measured} == {
         ("torch", "fp32"), ("onnxruntime", "fp32"), ("openvino", "fp32")}  # the exact ones
@@ -221,9 +237,9 @@ def test_fp32_runs_on_the_fastest_exact_runtime_measured(tokenizer, monkeypatch,
     # a small job and one of unknown size take the decision cached here, unmeasured
     monkeypatch.setattr(probe_module, "measure_grid", lambda *a, **k: pytest.fail("measured again"))
     small = plan_encoder(tiny_config(), rows=SMALL_JOB - 1, module=model, tokenizer=tokenizer,
-                         on_reference=references.append)
+                         watcher=watcher)
     assert small.runtime == "openvino" and "decided earlier" in small.why
-    assert len(references) == 1  # nothing measured: no reference to hand out
+    assert watcher.told[2:] == [("decided", "openvino", "fp32")]  # no reference: not measured
     unknown = plan_encoder(tiny_config(), module=model, tokenizer=tokenizer)
     assert unknown.runtime == "openvino" and "decided earlier" in unknown.why
     asked = plan_encoder(tiny_config(runtime="torch"), rows=100_000, module=model,
