@@ -128,8 +128,12 @@ def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where
         precision, runtime = "fp16", "torch"
         why = "auto: fp16 on a GPU (every CUDA GPU runs it fast)"
     elif runtime == "auto" and precision in ("auto", "fp32") and not device.startswith("cuda"):
-        return measured(plan, calibration, rows, where, precision == "fp32", module, tokenizer,
-                        corpus, watcher)
+        decided = measured(plan, calibration, rows, where, precision == "fp32", module,
+                           tokenizer, corpus, watcher)
+        if kept is not None and config.precision == "auto":  # a rerun into fp32 rows says so
+            decided = dataclasses.replace(decided, why="auto, at fp32 as the output's rows were "
+                                                       f"made: {decided.why}")
+        return decided
     if runtime == "auto":
         runtime = registry.default_runtime(precision)
     check_precision(precision, device)

@@ -126,6 +126,7 @@ def test_a_job_decides_auto_once_and_an_output_keeps_its_rows_precision(tmp_path
     # fp32 rows: fp32, on whichever exact runtime is measured fastest (the same vectors)
     kept = plan_encoder(encoder, rows=5000, kept=output.kept())
     assert (kept.precision, kept.runtime) == ("fp32", "openvino")
+    assert kept.why == "auto, at fp32 as the output's rows were made: fp32: stand-in"
     write_settings(output.location, {"precision": "bf16", "runtime": "torch"}, "embed")
     kept = plan_encoder(encoder, rows=5000, kept=output.kept())  # bf16 rows: their runtime too
     assert (kept.precision, kept.runtime, kept.why) == ("bf16", "torch",
