@@ -4,8 +4,9 @@ its config (`config`), a row's three stages: its status and the token ids of its
 CPU pool that runs all three (`actor`), its vector as stored in the output's columns
 (`storing`); and
 the job on the corpus-job driver with its settings, summary and the code book of int8/uint8
-outputs (`job`), its first rows written while its probe measures (`early_rows`); the stored vector's truncation, normalization and quantization (`vectors`),
-long texts cut into windows (`windows`), the output folder and how it is read and written
+outputs (`job`), its first rows written while its probe measures (`early_rows`); the stored
+vector's truncation, normalization and quantization (`vectors`), long texts cut into windows
+(`windows`), the output folder and how it is read and written
 (`output`: `EmbeddingOutput`, and `EmbeddingDescription`, the one description of its vectors
 that every reader takes), and the encoder of queries rebuilt from that description (`query`:
 `QueryEncoder`), with the precision a search encodes its queries in, bf16 gated against the

@@ -109,9 +109,9 @@ def plan_encoder(config: EncoderConfig, *, rows: int | None = None, where: Where
     """The plan of `config`'s encoder for a job of `rows` rows (None: unknown) whose encoders
     run `where`; `kept`: what the output's rows were made with; `module`/`tokenizer`: a model
     handed in (tests, the trainer), planned and probed as it is; `corpus(n)`: the texts of
-    the job's first n rows, read only when the probe measures (it encodes them); `watcher`:
-    told of the probe's torch fp32 encoder before it times anything and of the plan it decided,
-    when it measures in this process (`probe.ProbeWatcher`)."""
+    the job's first n rows, read only when the probe measures (it encodes them); `watcher`
+    (`probe.ProbeWatcher`), where the probe runs in this process: told of its torch fp32
+    encoder before it times anything (when it measures), then of the plan decided."""
     device = decide_device(config.device, where)
     plan = dataclasses.replace(model_plan(config, default_pooling=default_pooling,
                                           module=module), device=device)
