@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 
 from sentray.bulk_embedding.actor import EmbedBatch, EmbedSpec
 from sentray.bulk_embedding.config import EmbedConfig
-from sentray.bulk_embedding.early_rows import EARLY_ROWS, EarlyRows
-from sentray.bulk_embedding.job import stored_vector
+from sentray.bulk_embedding.early_rows import EARLY_ROWS, JOB, EarlyRows
+from sentray.bulk_embedding.job import EmbedJob, stored_vector
 from sentray.bulk_embedding.output import METADATA_KEY, EmbeddingOutput
 from sentray.corpus.reading import first_records
 from sentray.corpus.sources import CorpusConfig, discover_sources, input_settings
@@ -62,6 +62,8 @@ def test_the_first_rows_are_torch_fp32s_then_the_decided_plans(tmp_path, tiny_mo
     assert json.loads((tmp_path / "out" / "_settings.json").read_text())["settings"][
         "precision"] == "fp32"
     assert early.written_at is not None and "written by torch fp32" in caplog.text
+    assert json.loads((tmp_path / "out" / "_settings.json").read_text())["job"] == JOB
+    assert JOB == EmbedJob.name  # the job whose output they are
 
     # an fp32 plan on any runtime: the same rows (settings that compare equal), not rewritten
     early.decided(plan("fp32", "onnxruntime"))
