@@ -81,8 +81,10 @@ def test_the_first_rows_are_torch_fp32s_then_the_decided_plans(tmp_path, tiny_mo
     assert "the first 32 rows replaced by torch bf16's" in caplog.text
     expected = EmbedBatch(EmbedSpec(bf16, stored_vector(config.vector, bf16)))(
         first_records(sources, config.corpus, EARLY_ROWS))
-    # the same plan, the same batches, in one process: the same bits
-    assert np.array_equal(replaced, np.asarray(expected.column("embedding").to_pylist(),
-                                               dtype=np.float32))
-    assert not np.array_equal(replaced, written)  # bf16's, not fp32's
+    # the same plan on the same batches: bf16's vectors (within float32 rounding: another
+    # allocation may order a reduction differently), and not fp32's (bf16 weights move a
+    # component far past the 1e-5 an exact runtime keeps to)
+    np.testing.assert_allclose(replaced, np.asarray(expected.column("embedding").to_pylist(),
+                                                    dtype=np.float32), rtol=0, atol=1e-6)
+    assert np.abs(replaced - written).max() > 1e-4
 

@@ -59,6 +59,15 @@ def test_each_shortlist_is_the_naive_one():
         assert set(found.tolist()) == naive_shortlist(built, rows, query, 40)
 
 
+def list_of(built: Lists, rows: int) -> np.ndarray:
+    """Each row's list (its index among `built.centres`)."""
+    labels = np.empty(rows, dtype=np.int64)
+    for number, (start, end) in enumerate(zip(built.bounds[:-1], built.bounds[1:],
+                                              strict=True)):
+        labels[built.order[start:end]] = number
+    return labels
+
+
 def test_every_list_probed_is_the_full_scan_and_the_same_rows_give_the_same_lists():
     rows = clustered(2_000, 16)
     built = Lists(rows, lists=40, probes=40)
@@ -68,10 +77,16 @@ def test_every_list_probed_is_the_full_scan_and_the_same_rows_give_the_same_list
         clear((-products).tolist(), 25, 1e-3)
         assert set(found.tolist()) == set(np.argsort(-products)[:25].tolist())
     again = Lists(rows, lists=40)
-    # built twice in one process from the same rows: the same kernels on the same numbers, so
-    # the same lists row for row (what a replica replaced after a loss rebuilds)
-    np.testing.assert_array_equal(again.order, built.order)
-    np.testing.assert_allclose(again.centres, built.centres, rtol=1e-6)
+    # built twice from the same rows (what a replica replaced after a loss rebuilds): the same
+    # centres, and each row in the same list, but for a row whose two nearest centres tie
+    # within float32 rounding (another allocation's alignment may sum a centre in another
+    # order, and such a row may go either way)
+    np.testing.assert_allclose(again.centres, built.centres, rtol=1e-5, atol=1e-6)
+    first, second = list_of(built, len(rows)), list_of(again, len(rows))
+    scores = lists.centre_scores(rows, again.centres)
+    moved = np.flatnonzero(first != second)
+    gaps = scores[moved, second[moved]] - scores[moved, first[moved]]
+    assert len(moved) <= len(rows) // 100 and (np.abs(gaps) <= 1e-4).all(), (moved, gaps)
     assert Lists(rows, lists=42).probes == 7  # a sixth of the lists by default
 
 
