@@ -154,6 +154,7 @@ def spread(batches: list) -> list:
 
 def time_batches(forward: Callable, batches: list, dimension: int, floor: float | None = None,
                  *, seconds: float | None = PROBE_SECONDS, scout: float | None = None,
+                 warm_every_shape: bool = True,
                  clock: Callable[[], float] = time.perf_counter) -> Timed:
     """`forward` at steady state on `batches` (their `spread` order): each batch called once
     untimed (its shape's first call: kernels made, graphs compiled) and then timed, until
@@ -164,7 +165,9 @@ def time_batches(forward: Callable, batches: list, dimension: int, floor: float 
     first batch are timed on their second call before anything else: a candidate far under the
     floor (under half of `scout`, default `floor`: torch bf16 emulated on a CPU without bf16
     instructions ran at 1/15 of fp32 on an AVX2 EPYC, 8 s a batch of 32) costs two small calls,
-    not a batch. The floor and the rate are at the job's padding."""
+    not a batch. The floor and the rate are at the job's padding. `warm_every_shape` False (a
+    runtime whose kernels are not built per input shape, `Runtime.shapes_compile`): only the
+    first batch is called untimed first (its one-time costs), the others once, timed."""
     scout = scout or floor
     if floor and batches:
         ids, mask = batches[0].input_ids[:SCOUT_ROWS], batches[0].attention_mask[:SCOUT_ROWS]
@@ -180,14 +183,17 @@ def time_batches(forward: Callable, batches: list, dimension: int, floor: float 
                          np.asarray(batches[0].positions[:SCOUT_ROWS]), max(first - took, 0.0))
     parts, positions, done, timed, warm, padded, real = [], [], 0, 0.0, 0.0, 0, 0
     for batch in batches:
-        started = clock()
-        forward(batch.input_ids, batch.attention_mask)  # its shape's first call, untimed
-        first = clock() - started
+        first = None
+        if warm_every_shape or not parts:
+            started = clock()
+            forward(batch.input_ids, batch.attention_mask)  # its shape's first call, untimed
+            first = clock() - started
         started = clock()
         parts.append(np.asarray(forward(batch.input_ids, batch.attention_mask).float()))
         took = max(clock() - started, 1e-9)
         timed += took
-        warm += max(first - took, 0.0)
+        if first is not None:
+            warm += max(first - took, 0.0)
         positions.append(np.asarray(batch.positions))
         done += len(parts[-1])
         padded += int(batch.attention_mask.numel())
@@ -452,13 +458,15 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
 
     texts, from_corpus = probe_sentences(corpus)
     reference_encoder = SentenceEncoder(plan, model=module, tokenizer=tokenizer)
+    tokenizer = reference_encoder.tokenizer  # every candidate's: loaded once (~0.1 s each)
     if watcher is not None:  # before any timing: its work is not the candidates'
         watcher.reference(reference_encoder)
     token_ids = reference_encoder.tokenize(texts)
     batches = spread(list(reference_encoder.length_sorted_batches(token_ids)))
     with torch.inference_mode():
         # torch fp32's build is the job's baseline (the model loaded), not a cost of its own
-        timed = time_batches(reference_encoder.embed_tokens, batches, plan.dimension)
+        timed = time_batches(reference_encoder.embed_tokens, batches, plan.dimension,
+                             warm_every_shape=registry.get(plan.runtime).shapes_compile)
         reference, runs = timed.vectors, {("torch", "fp32"): timed}
         # the others time the very batches torch fp32 timed: the same sentences
         batches = batches[:int(np.searchsorted(np.cumsum([len(b.input_ids) for b in batches]),
@@ -504,7 +512,7 @@ def time_candidate(encoder, built: float, batches: list, reference: np.ndarray,
     floor = finishing_rate(measured, rows, built) / MARGIN
     run = time_batches(encoder.embed_tokens, batches, plan.dimension,
                        floor=max(reference_rate / 2, floor), scout=reference_rate / 2,
-                       seconds=None)
+                       seconds=None, warm_every_shape=registry.get(plan.runtime).shapes_compile)
     measured.append(Measured(plan.runtime, plan.precision, run.rate, len(run.vectors),
                              *gate(plan.precision, run.vectors, reference),
                              round(built + run.warm_seconds, 3)))

@@ -138,6 +138,12 @@ def test_timing_is_at_steady_state_and_stops_after_its_budget_or_when_clearly_sl
     timed = time_batches(forward, batches[:5], 4, floor=1, seconds=None, clock=FakeClock(0.5))
     assert calls == [4, 4] + [32] * 10 and len(timed.vectors) == 160
     calls.clear()
+    # a runtime that builds nothing per input shape (torch's eager kernels): its first batch is
+    # called untimed first, the others once, each timed
+    timed = time_batches(forward, batches[:4], 4, seconds=None, warm_every_shape=False,
+                         clock=FakeClock(0.5))
+    assert calls == [32] * 5 and len(timed.vectors) == 128 and timed.rate == 64
+    calls.clear()
     # far under the floor on a few sentences' second call: stopped before warming anything else
     timed = time_batches(forward, batches, 4, floor=1e6, clock=FakeClock(0.01))
     assert calls == [4, 4] and len(timed.vectors) == 4 and timed.rate < 1e6 / 2

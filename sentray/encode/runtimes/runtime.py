@@ -34,6 +34,9 @@ class Runtime:
     # None: it runs no graph
     graph_runner: Callable[..., Callable] | None = None
     silence: Callable[[], None] = nothing_to_silence  # before its package is imported
+    # whether its first call on each new input shape builds kernels for it (a one-time cost the
+    # probe warms apart, shape by shape); False: only its very first call costs more
+    shapes_compile: bool = True
     wrong_poolings: str = field(default="")  # why `computes` refuses some (said in errors)
 
     def available(self) -> bool:
