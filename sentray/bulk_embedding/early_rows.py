@@ -1,14 +1,17 @@
 """`EarlyRows`: an embedding job's first rows, on disk while its probe still measures.
 
-A job whose encoders run in its own process, into an output that holds no rows, at fp32 (the
-default: which exact runtime runs fastest is measured) or `auto` (which runtime and precision),
-watches its probe (`plan_encoder(watcher=...)`, `probe.ProbeWatcher`):
+A job whose probe runs in its own process (its encoders run there, or in the actors of the
+private Ray cluster it starts on this machine after the probe; not on a cluster it joins, whose
+probe runs in a task on a node), into an output that holds no rows, at fp32 (the default: which
+exact runtime runs fastest is measured) or `auto` (which runtime and precision), watches its
+probe (`plan_encoder(watcher=...)`, `probe.ProbeWatcher`):
 
 - **the reference built**: as soon as the probe's torch fp32 encoder is loaded, before it times
   anything, the input's first EARLY_ROWS records are encoded with it and written as the
   output's first part, like any run's rows, under a claim, with the settings of those vectors
   (fp32, torch). The first part is on disk seconds after launch instead of after the probe
-  (10,000 rows on this project's 2-core EPYC: at ~4 s, where the probe ends at ~8-9 s).
+  (10,000 rows on this project's 2-core EPYC: at ~4 s, where the probe ends at ~7-8 s; on the
+  Ray path at 3.8 s, where the actors' first row came at 16 s: docs/benchmarks.md).
 - **the plan decided**: they become the run's own. Where the run's vectors are fp32 (any exact
   runtime: within 1e-5 of torch's; the settings compare equal, `settings_record.comparable`)
   they are the same rows. Where `auto` chose bf16 or int8, the same records are encoded by the

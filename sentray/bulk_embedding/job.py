@@ -276,12 +276,12 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     rows = sum(estimate_rows(s) for s in sources)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
-    # its first rows written while the probe measures (`early_rows`): a job run here, into an
-    # output without rows (and no --overwrite, which deletes first), whose precision the probe
+    # its first rows written while the probe measures (`early_rows`): a job probed here (run
+    # here, or on the private cluster it starts after the probe), into an output without rows (and no --overwrite, which deletes first), whose precision the probe
     # decides, stored as floats or bits (int8/uint8 codes need their code book first)
     early = (EarlyRows(config, output, sources, read_as,
                        functools.partial(stored_vector, config.vector))
-             if where.cpus is None and kept is None and not config.overwrite
+             if not where.on_cluster() and kept is None and not config.overwrite
              and stand_in is None and config.encoder.precision in ("fp32", "auto")
              and config.vector.output_dtype not in vectors.SCALAR else None)
     plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept, watcher=early,

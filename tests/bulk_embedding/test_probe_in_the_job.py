@@ -3,7 +3,8 @@ rows), in a fresh cache, as a user runs it: the probe times the corpus's own fir
 job keeps the rows it encoded with its choice (counted as not encoded: the corpus has no twin),
 logs what the probe cost against what it saves, and every row's vector is the plan's (cosine to
 the exact job's within the gate of whatever this CPU's probe chose). The exact job, the default
-fp32, writes its first rows with the probe's torch fp32 while the probe measures."""
+fp32, run on its Ray path (a private cluster on this machine, whose actors start after the
+probe), writes its first rows with the probe's torch fp32 while the probe measures."""
 
 from __future__ import annotations
 
@@ -26,12 +27,14 @@ from sentray.precision.probe import GATES, PROBE_SAMPLE_ROWS
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def embed(corpus: Path, output: Path, model: Path, cache: Path, *flags: str):
+def embed(corpus: Path, output: Path, model: Path, cache: Path, *flags: str,
+          env: dict | None = None):
     run = subprocess.run(
         [sys.executable, "jobs/embed.py", "--input", str(corpus), "--output", str(output),
          "--model", str(model), "--pooling", "mean", "--max-length", "32", *flags],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "SENTRAY_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"})
+        env={**(os.environ if env is None else env), "SENTRAY_CACHE_DIR": str(cache),
+             "HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
     table = pads.dataset(str(output), format="parquet").to_table(columns=["row", "embedding"])
     vectors = np.asarray(table.column("embedding").to_pylist(), dtype=np.float32)
@@ -71,13 +74,21 @@ def test_auto_probes_the_corpus_rows_and_keeps_what_its_choice_encoded(tiny_mode
     # no text repeats: every row not encoded by the job is one the probe's choice encoded
     assert 0 < summary["rows_not_encoded"] <= PROBE_SAMPLE_ROWS
     assert summary["rows_out"] == SMALL_JOB + 52
-    # the default, fp32 on the exact runtime measured fastest: its first rows are on disk,
-    # encoded by torch fp32, before the probe ends, and are this run's rows like the others
+    # the default, fp32 on the exact runtime measured fastest, on its Ray path (the private
+    # cluster it starts: the probe runs here, at an actor's threads): its first rows are on
+    # disk, encoded by torch fp32, before the probe ends and before Ray starts, and are this
+    # run's rows like the others, which the actors encoded
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # none: it starts one
     run, summary, exact = embed(corpus, tmp_path / "exact", tiny_model_dir, tmp_path / "cache",
-                                "--rows-per-file", "0")
+                                "--rows-per-file", "0", "--in-process-rows", "0", "--actors",
+                                "1", env=env)
     early = f"the first {EARLY_ROWS} rows written by torch fp32 while the probe measures"
     assert early in run.stderr and run.stderr.index(early) < run.stderr.index("the probe took")
+    assert run.stderr.index("the probe took") < run.stderr.index("starting a local Ray cluster")
     assert summary["encoder"]["measured"] and summary["rows_this_run"] == SMALL_JOB + 52
+    assert summary["timings"]["ray_start"] is not None  # on Ray
+    moments = summary["timings"]["since_launch"]
+    assert moments["first_part"] < moments["ray_ready"], moments  # the early rows
     # written again, as the run's: its metadata names the runtime that ran the rest
     assert first_part_settings(tmp_path / "exact")["runtime"] == summary["encoder"]["runtime"]
     cosines = (vectors * exact).sum(1) / (np.linalg.norm(vectors, axis=1)
