@@ -3,6 +3,8 @@ quantized graph on ONNX Runtime against the torch fp32 path, the cache, and the 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import encoder_of, make_tiny_bert
@@ -77,6 +79,18 @@ def test_int8_model_is_prepared_once_and_cached(tokenizer, monkeypatch):
     # the same file made for another length is not this read-out's (a query at that length
     # would be refused by its plan)
     assert artefacts.find_cached(record.digest, (*read_out[:2], read_out[2] + 1)) is None
+    # how it was made is in its versions (`RECIPE`), so in its key; one made before the recipe
+    # was recorded keeps the key it was made with: an output holding one still takes it
+    assert record.versions["recipe"] == artefacts.RECIPE
+    model = make_tiny_bert(tokenizer.vocab_size)  # the same seeded weights
+    identity = artefacts.model_identity(second.plan, model)
+    calibration = artefacts.Calibration(rows=64)
+    assert artefacts.made_for(record, second.plan, calibration, identity)
+    older = {k: v for k, v in record.versions.items() if k != "recipe"}
+    key = artefacts.artefact_key(second.plan, "onnx-int8", calibration, identity, older)
+    assert key != record.key
+    assert artefacts.made_for(dataclasses.replace(record, key=key, versions=older), second.plan,
+                              calibration, identity)
     # another calibration is another model
     monkeypatch.undo()
     _, other = encoders(tokenizer, "mean", None, int8_calibration_rows=32)
