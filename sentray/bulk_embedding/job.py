@@ -277,8 +277,9 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
     # its first rows written while the probe measures (`early_rows`): a job probed here (run
-    # here, or on the private cluster it starts after the probe), into an output without rows (and no --overwrite, which deletes first), whose precision the probe
-    # decides, stored as floats or bits (int8/uint8 codes need their code book first)
+    # here, or on the private cluster it starts after the probe), into an output without rows
+    # (and no --overwrite, which deletes first), whose precision the probe decides, stored as
+    # floats or bits (int8/uint8 codes need their code book first)
     early = (EarlyRows(config, output, sources, read_as,
                        functools.partial(stored_vector, config.vector))
              if not where.on_cluster() and kept is None and not config.overwrite
