@@ -110,10 +110,12 @@ class EncodeTokens:
             self.encoder = SentenceEncoder(spec.plan)
             self.forward, self.device = self.encoder.embed_tokens, self.encoder.device
             pad_id = self.encoder.tokenizer.pad_token_id or 0
+        self.buckets = None  # a query encoder's shapes (`bucket_shapes`)
         if spec.bucket_shapes:
             from sentray.encode.shape_buckets import ShapeBuckets
 
-            self.forward = ShapeBuckets(spec.plan.max_length, pad_id).wrap(self.forward)
+            self.buckets = ShapeBuckets(spec.plan.max_length, pad_id)
+            self.forward = self.buckets.wrap(self.forward)
         self.batches = TokenBatches(pad_id, spec.plan.batch_size, spec.plan.max_tokens_per_batch)
         self.cache: OrderedDict[bytes, np.ndarray] = OrderedDict()  # key -> pooled (D,)
         probed = spec.plan.probed if spec.stand_in is None else None

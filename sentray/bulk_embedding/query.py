@@ -65,7 +65,8 @@ class QueryEncoder:
         """Run the encoder once at its largest batch shape (`max_rows` queries of its longest
         length) and at each common bucket shape of up to `max_rows` queries of up to 128
         tokens (`shape_buckets.common_shapes`): a runtime's buffers and kernels built now, not
-        as queries meet them; returns how many shapes."""
+        as queries meet them; then measure what a forward call costs beside its tokens, which
+        decides how a batch is split (`ShapeBuckets.calibrate`); returns how many shapes."""
         import torch
 
         from sentray.encode.shape_buckets import ShapeBuckets, common_shapes
@@ -81,6 +82,7 @@ class QueryEncoder:
             for rows, length in shapes:
                 ids = torch.tensor([words[:length - 1] + words[-1:]] * rows)  # (rows, length)
                 encoder.embed_tokens(ids, torch.ones_like(ids))
+            self.actor.encode.buckets.calibrate(encoder.embed_tokens, words)
         return len(shapes)
 
     def encode_counted(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:

@@ -87,6 +87,11 @@ def test_warm_shapes_runs_the_largest_batch_then_the_common_shapes(description):
 
     encoder.actor.encoder.embed_tokens = spy
     longest = encoder.plan.max_length
-    assert encoder.warm_shapes(8) == len(seen) == 1 + 4 * len({s[1] for s in seen[1:]})
-    assert seen[0] == (8, longest)
-    assert seen[1:] == common_shapes(8, min(128, longest))
+    shapes = encoder.warm_shapes(8)
+    warmed, calibration = seen[:shapes], seen[shapes:]
+    assert shapes == 1 + 4 * len({s[1] for s in warmed[1:]})
+    assert warmed[0] == (8, longest)
+    assert warmed[1:] == common_shapes(8, min(128, longest))
+    # then a call's own cost is measured, at two shapes already built
+    assert calibration and set(calibration) <= set(warmed)
+    assert encoder.actor.encode.buckets.call_tokens >= 0
