@@ -19,9 +19,10 @@ longest first, go in the contiguous groups whose bucket shapes hold the fewest p
 a call counted as `call_tokens` tokens more (`least_cost_groups`; the query encoder measures
 it when it warms its shapes, `calibrate`). Why: a forward's time is nearly its padded tokens'
 (OpenVINO bf16, one thread, this project's AMD EPYC Zen 5: 0.93 ms at 1 x 8 tokens, 2.14 at
-1 x 32, 13.8 at 8 x 32), and 8 Brown queries padded to their longest (p50 17 tokens, p90 38)
-cost 2.67 ms a query against 2.18 in groups of one bucket length each (16 queries: 2.87
-against 2.03)."""
+1 x 32, 13.8 at 8 x 32), and Brown queries (p50 17 tokens, p90 38) padded to the longest
+of their batch cost more a query as the batch grew: through `QueryEncoder.encode`, 2.77 ms a
+query in batches of 8, 2.98 of 16, 3.56 of 32, against 2.34, 1.92 and 1.79 split (a lone
+query 3.66; docs/index-and-search.md, "The fifth round")."""
 
 from __future__ import annotations
 
