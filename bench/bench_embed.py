@@ -33,8 +33,10 @@ Spearman x 100, and the ratio to the fastest peer; then the goals, met or not.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -196,8 +198,11 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     os.environ.update(embed_peers.OFFLINE_ENV)
-    # this process's own cache (its candidates' conversions); each job run has a fresh one
-    os.environ.setdefault("SENTRAY_CACHE_DIR", tempfile.mkdtemp(prefix="bench-embed-cache-"))
+    # this process's own cache (its candidates' conversions), removed at its end; each job run
+    # has a fresh one
+    if "SENTRAY_CACHE_DIR" not in os.environ:
+        os.environ["SENTRAY_CACHE_DIR"] = cache = tempfile.mkdtemp(prefix="bench-embed-cache-")
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)
     sizes = [int(s) for s in args.sizes.split(",")]
     sentences = Path(args.corpus).read_text(encoding="utf-8").splitlines()[:max(sizes)]
     if len(sentences) < max(sizes):

@@ -3,9 +3,12 @@ bind 127.0.0.1 only and never probe cloud metadata addresses (see README, "Ray o
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import subprocess
+import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -16,8 +19,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Ray Train's controller polls its workers every 2 s; every training test waits up to that long
 # at its end and at a killed worker. 0.5 s: a few cheap RPCs a second.
 os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
-# The int8 models and auto's decisions of this test session, not the user's (~/.cache/sentray)
-os.environ["SENTRAY_CACHE_DIR"] = __import__("tempfile").mkdtemp(prefix="sentray-test-cache-")
+# The int8 models and auto's decisions of this test session, not the user's (~/.cache/sentray);
+# removed when the session ends (up to ~190 MB of models a run, left in /tmp run after run)
+os.environ["SENTRAY_CACHE_DIR"] = _cache = tempfile.mkdtemp(prefix="sentray-test-cache-")
+atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 _bootstrap = Path.home() / "ray_bootstrap_config.yaml"
 if not _bootstrap.exists():  # its absence makes Ray's dashboard probe cloud metadata endpoints
     _bootstrap.write_text("{}\n")
