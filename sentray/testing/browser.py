@@ -17,8 +17,9 @@ FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-u
 
 
 def headless_chromium(width: int = 1100, height: int = 800):
-    """A WebDriver session of headless Chromium with a fresh profile; FileNotFoundError naming
-    the packages when the browser or its driver is not installed."""
+    """A WebDriver session of headless Chromium with a fresh profile (`session.profile`, a
+    temporary folder removed by `session.quit()`); FileNotFoundError naming the packages when
+    the browser or its driver is not installed."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -29,10 +30,24 @@ def headless_chromium(width: int = 1100, height: int = 800):
                                 "chromium chromium-driver")
     options = webdriver.ChromeOptions()
     options.binary_location = browser
-    for flag in (*FLAGS, f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}",
-                 f"--window-size={width},{height}"):
+    profile = tempfile.mkdtemp(prefix="chromium-")
+    for flag in (*FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"):
         options.add_argument(flag)
-    return webdriver.Chrome(service=Service(executable_path=driver), options=options)
+    try:
+        session = webdriver.Chrome(service=Service(executable_path=driver), options=options)
+    except BaseException:
+        shutil.rmtree(profile, ignore_errors=True)
+        raise
+    quit_browser = session.quit
+
+    def quit_and_remove_profile() -> None:  # a profile is ~3 MB, left in /tmp by every session
+        try:
+            quit_browser()
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+
+    session.profile, session.quit = profile, quit_and_remove_profile
+    return session
 
 
 @dataclass(frozen=True)

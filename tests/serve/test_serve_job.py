@@ -141,6 +141,7 @@ def test_the_search_page_in_a_real_browser(running, tmp_path):
         browser.save_screenshot(str(tmp_path / "page.png"))
     finally:
         browser.quit()
+    assert not Path(browser.profile).exists()  # the fresh profile went with the browser
     assert hits[0].text == line and hits[0].id == "brown.txt:7" and hits[0].score > 0.99
     scores = [hit.score for hit in hits]
     assert len(hits) == 10 and scores == sorted(scores, reverse=True)
