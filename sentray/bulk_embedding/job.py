@@ -41,7 +41,7 @@ from sentray.bulk_embedding.storing import StoreVectors
 from sentray.bulk_embedding.tokenizing import TokenizeRows
 from sentray.corpus import corpus_job, execution, part_files
 from sentray.corpus.actor_pool import ActorPlan, ActorPoolConfig, CpuStep
-from sentray.corpus.reading import first_records, first_texts
+from sentray.corpus.reading import first_records, spread_texts
 from sentray.corpus.source_runs import source_runs
 from sentray.corpus.sources import (
     CorpusConfig,
@@ -286,7 +286,7 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
              and stand_in is None and config.encoder.precision in ("fp32", "auto")
              and config.vector.output_dtype not in vectors.SCALAR else None)
     plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept, watcher=early,
-                        corpus=lambda rows: first_texts(sources, config.corpus, rows))
+                        corpus=lambda rows: spread_texts(sources, config.corpus, rows))
     config = as_planned(config, plan)
     rows_per_file = config.rows_per_file
     if rows_per_file is None:

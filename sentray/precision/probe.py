@@ -9,7 +9,8 @@ exact ones (their vectors within `EXACT_TOLERANCE` of torch's); `auto` all of th
 
 How it decides:
 
-1. Each candidate encodes the corpus's first rows (`probe_sentences`: rows like the job's;
+1. Each candidate encodes the corpus's rows, in runs spread over it (`probe_sentences`; the
+   job reads them with `sentray.corpus.reading.spread_texts`: rows like the job's;
    the bundled sample's rows 300-555 for a corpus too small) at the job's steady state:
    length-sorted batches of the job's own batch size, timed in `spread` order (every prefix a
    mix of the lengths), on the threads the job's encoders will have, each batch run once
@@ -71,7 +72,7 @@ MARGIN = 1.05  # a candidate other than torch fp32 must beat it by this much (ti
 PROBE_SECONDS = 0.4  # timed, at most, per candidate (after its untimed pass)
 SCOUT_ROWS = 4  # sentences a candidate is first timed on, to drop one far under the floor
 PROBE_ROWS = (300, 556)  # rows of the bundled sample the probe encodes (a corpus too small)
-PROBE_SAMPLE_ROWS = 256  # the corpus's first rows the probe encodes
+PROBE_SAMPLE_ROWS = 256  # the corpus's rows the probe encodes (spread over it: `spread_texts`)
 MIN_CORPUS_ROWS = 64  # a corpus of fewer rows is probed on the bundled sample
 PAYBACK = 4.0  # a conversion for a job of >= PAYBACK x its estimated cost
 EXPORT_FACTOR = 2.0  # the ONNX export ~ 2 x the probe sentences' fp32 time
@@ -303,7 +304,7 @@ def decide(plan: EncoderPlan, calibration: artefacts.Calibration, *, rows: int |
     the artefact it runs; `exact`: the fp32 candidates only. The decision is cached per kind of
     machine. `module`/`tokenizer`: a model handed in (tests), probed as it is. `measure=False`
     (a job too small to pay for measuring): a decision cached on this kind of machine, else
-    torch fp32. `corpus`: the job's first rows, which the probe encodes (`probe_sentences`);
+    torch fp32. `corpus`: the job's rows, which the probe encodes (`probe_sentences`);
     the chosen candidate's vectors of them ride on the plan (`probed`). `watcher`: told of
     torch fp32's encoder once it is built, before anything is timed, when the probe measures
     (`ProbeWatcher`)."""
@@ -439,7 +440,7 @@ def measure_grid(plan: EncoderPlan, calibration: artefacts.Calibration, rows: in
                  corpus: Sequence[str] | None = None, watcher: ProbeWatcher | None = None
                  ) -> tuple[Decision, ProbedRows | None]:
     """Every candidate of `grid` timed at steady state on the probe sentences (`corpus`'s
-    first rows, else the bundled sample's), the conversions each needs made where the job pays
+    rows, else the bundled sample's), the conversions each needs made where the job pays
     them back; the decision by `choose`, and the winner's vectors of the corpus rows it encoded
     (kept by the job's encoders, not encoded again). `watcher`: `decide`'s."""
     import torch

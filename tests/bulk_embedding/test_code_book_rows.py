@@ -37,6 +37,11 @@ def stored(output) -> dict[int, np.ndarray]:
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
 def test_each_row_is_encoded_once_and_coded_as_the_job_codes_it(dtype, tmp_path,
                                                                tiny_model_dir, monkeypatch):
+    # the encoder calls are counted in this process: the jobs run here even where an earlier
+    # test left the session's Ray cluster connected (a job would take its actors then)
+    from sentray.corpus import execution
+
+    monkeypatch.setattr(execution, "in_process_chosen", lambda pool, rows: True)
     corpus = tmp_path / "in.txt"
     corpus.write_text("\n".join(TEXTS) + "\n")
     floats = embed(corpus, tmp_path / "float32", "float32", tiny_model_dir)

@@ -507,3 +507,39 @@ def test_first_texts_are_the_inputs_first_rows_with_a_text_across_files(tmp_path
     assert first_texts(sources, config, 100) == ["one", "two", "three", "four", "five"]
     assert first_texts(sources, config, 5) == ["one", "two", "three"]  # 5 rows: 2 with no text
     assert first_texts([], config, 10) == []
+
+
+def test_spread_texts_take_runs_over_the_whole_input_not_its_head(tmp_path, monkeypatch):
+    """What the probe encodes (`spread_texts`): runs of consecutive rows evenly spread over the
+    input, across a text file and a Parquet file's row groups, null and empty rows left out;
+    a larger text file's runs are read at byte offsets, from whole lines; an input of at most
+    twice the rows asked: its first rows."""
+    from sentray.corpus import reading
+    from sentray.corpus.reading import first_texts, spread_texts
+
+    root = tmp_path / "corpus"
+    root.mkdir()
+    # the head unlike the rest: 400 short lines, then 400 long ones
+    (root / "a.txt").write_text("".join(f"short {i}\n" for i in range(400))
+                                + "".join(f"a long line {i} " * 5 + "\n" for i in range(400)))
+    write_parquet(root / "b.parquet", pa.table({"text": [
+        None if i % 10 == 0 else f"parquet {i}" for i in range(800)]}), row_group_size=100)
+    config = CorpusConfig(input=str(root))
+    sources = discover_sources(config)
+    texts = spread_texts(sources, config, 64)
+    assert 50 <= len(texts) <= 64 and all(texts)  # 8 runs of 8, the Parquet's nulls left out
+    assert len(set(texts)) == len(texts)
+    short = [t for t in texts if t.startswith("short")]
+    long = [t for t in texts if t.startswith("a long line")]
+    parquet = sorted(int(t.split()[1]) for t in texts if t.startswith("parquet"))
+    assert len(short) == len(long) == 16  # the text file's two quarter-runs each
+    assert parquet[0] >= 50 and parquet[-1] >= 600  # from several of its row groups, not its head
+    assert first_texts(sources, config, 64)[-1] == "short 63"  # what the head alone would be
+    # a text file past WHOLE_TEXT_BYTES: runs from byte offsets, each a whole line
+    monkeypatch.setattr(reading, "WHOLE_TEXT_BYTES", 1024)
+    lines = (root / "a.txt").read_text().splitlines()
+    again = spread_texts(sources[:1], config, 40)
+    assert again and all(text in lines for text in again)
+    assert any(t.startswith("short") for t in again) and any(t.startswith("a long") for t in again)
+    # a small input: its first rows
+    assert spread_texts(sources[:1], config, 1000) == first_texts(sources[:1], config, 1000)
