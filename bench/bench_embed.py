@@ -195,14 +195,18 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def main() -> None:
-    args = parse_args()
-    os.environ.update(embed_peers.OFFLINE_ENV)
-    # this process's own cache (its candidates' conversions), removed at its end; each job run
-    # has a fresh one
+def use_own_cache() -> None:
+    """This process's own cache (its candidates' conversions; each job run has a fresh one),
+    removed at its end, unless SENTRAY_CACHE_DIR names one."""
     if "SENTRAY_CACHE_DIR" not in os.environ:
         os.environ["SENTRAY_CACHE_DIR"] = cache = tempfile.mkdtemp(prefix="bench-embed-cache-")
         atexit.register(shutil.rmtree, cache, ignore_errors=True)
+
+
+def main() -> None:
+    args = parse_args()
+    os.environ.update(embed_peers.OFFLINE_ENV)
+    use_own_cache()
     sizes = [int(s) for s in args.sizes.split(",")]
     sentences = Path(args.corpus).read_text(encoding="utf-8").splitlines()[:max(sizes)]
     if len(sentences) < max(sizes):

@@ -273,7 +273,8 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     output = EmbeddingOutput.at(config.output, config.corpus.s3_endpoint)
     sources = discover_sources(config.corpus, exclude=[config.output])
     read_as = input_settings(config.corpus, sources)  # how it is read: settings of the rows
-    rows = sum(estimate_rows(s) for s in sources)
+    sizes = [estimate_rows(s) for s in sources]  # each file's rows, estimated
+    rows = sum(sizes)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)
     # its first rows written while the probe measures (`early_rows`): a job probed here (run
@@ -286,7 +287,8 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
              and stand_in is None and config.encoder.precision in ("fp32", "auto")
              and config.vector.output_dtype not in vectors.SCALAR else None)
     plan = plan_encoder(config.encoder, rows=rows, where=where, kept=kept, watcher=early,
-                        corpus=lambda rows: spread_texts(sources, config.corpus, rows))
+                        corpus=lambda rows: spread_texts(sources, config.corpus, rows,
+                                                         sizes=sizes))
     config = as_planned(config, plan)
     rows_per_file = config.rows_per_file
     if rows_per_file is None:

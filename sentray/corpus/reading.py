@@ -227,15 +227,16 @@ def first_texts(sources: list[Source], corpus: CorpusConfig, rows: int) -> list[
 
 
 def spread_texts(sources: list[Source], corpus: CorpusConfig, rows: int,
-                 runs: int = SPREAD_RUNS) -> list[str]:
+                 runs: int = SPREAD_RUNS, sizes: Sequence[int] | None = None) -> list[str]:
     """The texts (not null, not empty) of about `rows` records taken in `runs` runs of
     consecutive rows evenly spread over the input, not its first rows: what the probe encodes,
     so that a corpus whose head is unlike the rest (sorted by length or date, files of other
     kinds one after the other) is measured on rows like its whole. bench/brown_rows.py's
     109,737 rows, for one: its first 1,024 average 27.7 tokens, the whole 38.8, and the probe
     on the first rows had foretold OpenVINO int8 at 950 rows/s a thread where the job's actors
-    then ran ~510. An input of at most 2 x `rows` rows: its first rows (`first_texts`)."""
-    sizes = [estimate_rows(source) for source in sources]
+    then ran ~510. An input of at most 2 x `rows` rows: its first rows (`first_texts`).
+    `sizes`: each source's `estimate_rows`, where the caller has them (else estimated here)."""
+    sizes = list(sizes) if sizes is not None else [estimate_rows(source) for source in sources]
     total = sum(sizes)
     if total <= 2 * rows:
         return first_texts(sources, corpus, rows)
