@@ -243,19 +243,20 @@ def spread_texts(sources: list[Source], corpus: CorpusConfig, rows: int,
     per_run = -(-rows // runs)
     starts = np.cumsum([0, *sizes])  # (sources + 1,)
     texts: list[str | None] = []
+    lines: dict[int, list[str | None]] = {}  # a small text file's lines, read once
     for run in range(runs):
         at = max(0, int((run + 0.5) * total / runs) - per_run // 2)
         index = int(np.searchsorted(starts, at, side="right")) - 1
         texts += _run_texts(sources[index], corpus, int(at - starts[index]), per_run,
-                            sizes[index])
+                            sizes[index], lines.setdefault(index, []))
     return [text for text in texts if text][:rows]
 
 
 def _run_texts(source: Source, corpus: CorpusConfig, offset: int, count: int,
-               estimated_rows: int) -> list[str | None]:
+               estimated_rows: int, lines: list[str | None]) -> list[str | None]:
     """The texts of up to `count` rows of `source` from row `offset` (a text file larger than
     WHOLE_TEXT_BYTES: from the line after the byte at the same fraction of its size, its row
-    count being an estimate)."""
+    count being an estimate). `lines`: a smaller text file's lines, once read (filled here)."""
     if source.format != "text":  # Parquet: the run's row groups, their text column only
         ends = np.cumsum(source.row_groups)
         group = int(np.searchsorted(ends, offset, side="right"))
@@ -271,8 +272,10 @@ def _run_texts(source: Source, corpus: CorpusConfig, offset: int, count: int,
         return texts
     size = source.filesystem.get_file_info(source.path).size
     if size is None or size <= WHOLE_TEXT_BYTES:
-        with source.filesystem.open_input_stream(source.path) as handle:
-            return decode_lines(handle.read())[0][offset:offset + count]
+        if not lines:
+            with source.filesystem.open_input_stream(source.path) as handle:
+                lines += decode_lines(handle.read())[0]
+        return lines[offset:offset + count]
     start = int(size * min(offset / max(estimated_rows, 1), 1.0))
     with source.filesystem.open_input_file(source.path) as handle:
         data = handle.read_at(count * LINE_BYTES + 4096, start)
