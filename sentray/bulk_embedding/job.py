@@ -47,7 +47,7 @@ from sentray.corpus.sources import (
     CorpusConfig,
     Source,
     discover_sources,
-    estimate_rows,
+    estimate_all,
     input_settings,
 )
 from sentray.encode.plan import EncoderPlan
@@ -273,7 +273,7 @@ def run_embedding(config: EmbedConfig, *, stand_in: Forward | None = None) -> di
     output = EmbeddingOutput.at(config.output, config.corpus.s3_endpoint)
     sources = discover_sources(config.corpus, exclude=[config.output])
     read_as = input_settings(config.corpus, sources)  # how it is read: settings of the rows
-    sizes = [estimate_rows(s) for s in sources]  # each file's rows, estimated
+    sizes = estimate_all(sources)  # each file's rows, estimated
     rows = sum(sizes)
     kept = None if config.overwrite else output.kept()  # what its rows were made with
     where = where_actors_run(config.pool, rows)

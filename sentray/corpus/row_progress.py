@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 
 from sentray.corpus.source_runs import parts_of
-from sentray.corpus.sources import Source, estimate_rows
+from sentray.corpus.sources import Source, estimate_all
 from sentray.kit import storage
 from sentray.kit.progress_bars import on_terminal
 from sentray.kit.repeating import Repeating
@@ -37,7 +37,7 @@ class RowProgress:
     def __init__(self, folders: Sequence[storage.Location], sources: Sequence[Source], *,
                  every: float = 10.0, poll: float = 1.0) -> None:
         self.folders, self.sources = list(folders), list(sources)
-        self.total = sum(estimate_rows(source) for source in sources)
+        self.total = sum(estimate_all(sources))
         self.exact = all(source.num_rows is not None for source in sources)
         self.every, self.poll = every, poll
         self.done = 0

@@ -226,3 +226,20 @@ def test_a_corpus_job_answers_every_question_or_cannot_be_made():
 
     with pytest.raises(TypeError, match="route"):
         NoRoute(config=None, folders=("out",), settings={}, sources=[])
+
+
+def test_estimate_all_is_each_sources_estimate_in_order(tmp_path):
+    """`estimate_all` (the job's and the progress line's estimates, files read at once on
+    threads): each source's `estimate_rows`, in the sources' order."""
+    import pyarrow.parquet as pq
+
+    from sentray.corpus.sources import estimate_all
+
+    root = tmp_path / "in"
+    root.mkdir()
+    for i in range(5):
+        (root / f"{i}.txt").write_text("".join(f"line {j}\n" for j in range(10 * (i + 1))))
+    pq.write_table(pa.table({"text": [f"row {i}" for i in range(37)]}), root / "z.parquet")
+    sources = discover_sources(CorpusConfig(input=str(root)))
+    assert estimate_all(sources) == [estimate_rows(s) for s in sources] == [10, 20, 30, 40, 50, 37]
+    assert estimate_all([]) == []
